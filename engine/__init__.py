@@ -1,0 +1,1 @@
+"""The e-graph engine (installed as ``gerules.engine``); imports nothing from gerules."""

@@ -1,0 +1,98 @@
+"""The project's error types for bad input.
+
+Invariants:
+- Every error a user can provoke with a model, a rule file, an ``.om`` file or a flag is a
+  ``GeError``; ``str(error)`` is one line that names the place (file, ``line:col``, node or
+  tensor) before the reason, so the CLI prints it as is.
+- ``exit_code`` is the process exit status the CLI uses: 1 bad input, 2 usage, 3 resource limit.
+- Internal bugs are *not* ``GeError``: they surface as ordinary exceptions (exit 70 in the CLI).
+"""
+
+from __future__ import annotations
+
+
+class GeError(Exception):
+    """Bad input, reported as ``<file>[:line:col][: node 'n' (Op)][: tensor 't']: reason``."""
+
+    exit_code = 1
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        node: str | None = None,
+        op: str | None = None,
+        tensor: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.file = file
+        self.node = node
+        self.op = op
+        self.tensor = tensor
+
+    def place(self) -> str:
+        """The location prefix, or ``""`` when the error names no place."""
+        parts: list[str] = []
+        if self.file:
+            parts.append(self.file)
+        if self.node is not None:
+            parts.append(f"node '{self.node}'" + (f" ({self.op})" if self.op else ""))
+        elif self.op:
+            parts.append(f"op {self.op}")
+        if self.tensor is not None:
+            parts.append(f"tensor '{self.tensor}'")
+        return ": ".join(parts)
+
+    def with_place(
+        self,
+        *,
+        file: str | None = None,
+        node: str | None = None,
+        op: str | None = None,
+        tensor: str | None = None,
+    ) -> GeError:
+        """Fill in location fields that are still empty; returns ``self`` for ``raise``."""
+        self.file = self.file or file
+        self.node = self.node if self.node is not None else node
+        self.op = self.op or op
+        self.tensor = self.tensor if self.tensor is not None else tensor
+        return self
+
+    def __str__(self) -> str:
+        place = self.place()
+        text = f"{place}: {self.message}" if place else self.message
+        return " ".join(text.split("\n"))
+
+
+class ModelError(GeError):
+    """A model file or graph that cannot be loaded, verified or run."""
+
+
+class GraphError(ModelError):
+    """A graph that breaks an IR invariant (SSA, acyclicity, arity, shapes)."""
+
+
+class ShapeError(ModelError):
+    """Shape or dtype inference failed: operands that do not fit the op."""
+
+
+class KernelError(ModelError):
+    """A kernel refused its inputs at run time (names the node)."""
+
+
+class OmError(GeError):
+    """A compiled ``.om`` file that is malformed, truncated or tampered with."""
+
+
+class UsageError(GeError):
+    """A command line or API call that is wrong in itself."""
+
+    exit_code = 2
+
+
+class ResourceLimit(GeError):
+    """A size or time budget was exceeded (a model or tensor too large, a limit hit)."""
+
+    exit_code = 3

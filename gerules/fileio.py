@@ -1,0 +1,63 @@
+"""Safe file output: write to a temporary file beside the target, then rename.
+
+Invariants:
+- A target path is either untouched or holds the complete new content; a failure or Ctrl-C
+  part-way leaves no temporary file behind.
+- ``check_output_path`` refuses, with a ``UsageError`` naming the path, a missing folder, a
+  folder as target, and a target that is the same file as one of the inputs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from .errors import UsageError
+
+
+def check_output_path(path: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]] = ()
+                      ) -> Path:
+    out = Path(path)
+    folder = out.parent if str(out.parent) else Path(".")
+    if not folder.is_dir():
+        raise UsageError(f"{out}: output folder '{folder}' does not exist")
+    if out.is_dir():
+        raise UsageError(f"{out}: output is a folder")
+    if out.exists():
+        for src in inputs:
+            with contextlib.suppress(OSError):
+                if Path(src).exists() and os.path.samefile(src, out):
+                    raise UsageError(f"{out}: output would overwrite the input")
+    return out
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """Open a temp file beside ``path`` for binary writing; rename onto ``path`` on success."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
+                               dir=str(target.parent) if str(target.parent) else ".")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes | Callable[[BinaryIO], None]) -> Path:
+    """Write ``data`` (bytes, or a function that writes to the file) atomically to ``path``."""
+    with atomic_open(path) as f:
+        if callable(data):
+            data(f)
+        else:
+            f.write(data)
+    return Path(path)

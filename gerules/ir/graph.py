@@ -1,0 +1,204 @@
+"""The graph IR: values, nodes and graphs as frozen dataclasses.
+
+Invariants (checked by ``gerules.ir.verify.verify``):
+- SSA: every tensor name is defined once, by a graph input, an initializer or one node output.
+- ``nodes`` are in a topological order: a node reads only names defined before it.
+- An input name ``""`` stands for an omitted optional input; output names are never empty.
+- Shapes hold ``int`` dims and ``str`` symbolic dims (the same name means the same size);
+  ``shape is None`` means the rank itself is unknown.
+- Initializers are read-only NumPy arrays; ``content_key`` addresses them by content so
+  identical weights can be stored once.
+- Domain ``""`` is ai.onnx; fused NPU ops live in domain ``"ge"``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from .attrs import EMPTY, Attrs
+from .dtypes import DType
+
+Dim = int | str
+Shape = tuple[Dim, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TensorType:
+    """Element type and shape of a tensor (``shape is None``: unknown rank)."""
+
+    dtype: DType
+    shape: Shape | None
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    @property
+    def is_static(self) -> bool:
+        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+
+    def numel(self) -> int | None:
+        """Number of elements when the shape is static (Python ints never overflow)."""
+        if not self.is_static:
+            return None
+        n = 1
+        for d in self.shape:  # type: ignore[union-attr]
+            n *= int(d)
+        return n
+
+    def nbytes(self) -> int | None:
+        n = self.numel()
+        return None if n is None else n * np.dtype(self.dtype).itemsize
+
+    def __str__(self) -> str:
+        dims = "?" if self.shape is None else ",".join(str(d) for d in self.shape)
+        return f"{self.dtype}[{dims}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    """A named tensor with its type."""
+
+    name: str
+    type: TensorType
+
+    @property
+    def shape(self) -> Shape | None:
+        return self.type.shape
+
+    @property
+    def dtype(self) -> DType:
+        return self.type.dtype
+
+    @staticmethod
+    def of(name: str, dtype: DType, shape: Iterable[Dim] | None) -> Value:
+        return Value(name, TensorType(dtype, None if shape is None else tuple(shape)))
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One operation: ``outputs = op(inputs, attrs)``."""
+
+    op: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: Attrs = EMPTY
+    name: str = ""
+    domain: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+        object.__setattr__(self, "outputs", tuple(self.outputs))
+        if not isinstance(self.attrs, Attrs):
+            object.__setattr__(self, "attrs", Attrs(self.attrs))
+
+    @property
+    def qualified_op(self) -> str:
+        """``"Conv"`` for ai.onnx, ``"ge.FusedConv"`` for other domains."""
+        return f"{self.domain}.{self.op}" if self.domain else self.op
+
+    @property
+    def label(self) -> str:
+        """The node's name, or its first output when it has none."""
+        return self.name or (self.outputs[0] if self.outputs else self.op)
+
+    def present_inputs(self) -> tuple[str, ...]:
+        return tuple(i for i in self.inputs if i)
+
+    def with_(self, **changes: Any) -> Node:
+        return dataclasses.replace(self, **changes)
+
+
+def _frozen_map(items: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(items or {}))
+
+
+def _readonly(array: np.ndarray) -> np.ndarray:
+    if array.flags.writeable:
+        array = np.array(array, copy=True)
+        array.setflags(write=False)
+    return array
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Graph:
+    """A model graph. Build it once; derive changed copies with ``replace``."""
+
+    nodes: tuple[Node, ...]
+    inputs: tuple[Value, ...]
+    outputs: tuple[Value, ...]
+    initializers: Mapping[str, np.ndarray] = field(default_factory=dict)
+    value_info: Mapping[str, Value] = field(default_factory=dict)
+    name: str = "graph"
+    opset: Mapping[str, int] = field(default_factory=lambda: {"": 17})
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nodes", tuple(self.nodes))
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+        object.__setattr__(self, "outputs", tuple(self.outputs))
+        inits = {k: _readonly(np.asarray(v)) for k, v in self.initializers.items()}
+        object.__setattr__(self, "initializers", _frozen_map(inits))
+        object.__setattr__(self, "value_info", _frozen_map(self.value_info))
+        object.__setattr__(self, "opset", _frozen_map(self.opset))
+        object.__setattr__(self, "metadata", _frozen_map(self.metadata))
+
+    def replace(self, **changes: Any) -> Graph:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(v.name for v in self.inputs)
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return tuple(v.name for v in self.outputs)
+
+    def producers(self) -> dict[str, Node]:
+        """Tensor name -> the node that writes it."""
+        return {out: n for n in self.nodes for out in n.outputs}
+
+    def consumers(self) -> dict[str, list[Node]]:
+        """Tensor name -> the nodes that read it (a node reading twice is listed once)."""
+        readers: dict[str, list[Node]] = {}
+        for n in self.nodes:
+            for name in dict.fromkeys(n.present_inputs()):
+                readers.setdefault(name, []).append(n)
+        return readers
+
+    def type_of(self, name: str) -> TensorType | None:
+        """The known type of a tensor, from inputs, outputs, value_info or initializers."""
+        for v in self.inputs:
+            if v.name == name:
+                return v.type
+        if name in self.value_info:
+            return self.value_info[name].type
+        for v in self.outputs:
+            if v.name == name:
+                return v.type
+        if name in self.initializers:
+            arr = self.initializers[name]
+            return TensorType(arr.dtype.name, tuple(int(d) for d in arr.shape))
+        return None
+
+    def op_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for n in self.nodes:
+            counts[n.qualified_op] = counts.get(n.qualified_op, 0) + 1
+        return dict(sorted(counts.items()))
+
+
+def content_key(array: np.ndarray) -> str:
+    """A content address for a weight: SHA-256 over dtype, shape and bytes."""
+    h = hashlib.sha256()
+    h.update(array.dtype.str.encode())
+    h.update(repr(tuple(array.shape)).encode())
+    h.update(np.ascontiguousarray(array).tobytes())
+    return h.hexdigest()

@@ -1,0 +1,1 @@
+"""Data folder installed as gerules.grammar; importlib.resources reads it."""

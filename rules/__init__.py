@@ -1,0 +1,1 @@
+"""Data folder installed as gerules.rules; importlib.resources reads it."""
