@@ -1,0 +1,145 @@
+"""An Ascend-like roofline cost model. It *estimates* latency; it never measures.
+
+Per op: ``launch[unit] + max(flops / peak[unit][dtype], bytes / hbm_bandwidth)`` microseconds,
+where ``unit`` (cube, vector or scalar/AI CPU) and ``flops`` come from the op registry and
+``bytes`` is what the kernel reads and writes in HBM (all inputs and outputs). Consequences the
+optimizer relies on:
+- A fused op pays one launch and never writes its intermediates to HBM, so a fusion that removes
+  a node saves that node's launch and its output's round trip.
+- FP32 on the cube runs at a fraction of FP16's rate (the profile says how much), so casting a
+  Conv to float16 pays, which is why ``force_fp16`` exists.
+- Metadata-only ops (Reshape, Squeeze, Unsqueeze, Flatten, Identity, Dropout at inference) cost
+  only ``view_us``: no kernel runs, but removing them still wins.
+- Constants, graph inputs and tuple projections cost nothing.
+
+Invariants: every estimate is finite and non-negative; symbolic dims count as 1 (documented in
+every report as part of the "estimate" label).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..ir.graph import Graph, Node, TensorType
+from ..ir.infer import schema_for
+from ..ir.registry import Call, OpSchema, Registry, default_registry
+from .profile import SocProfile, load_profile
+
+VIEW_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Dropout"})
+FREE_OPS = frozenset({"Constant"})
+LABEL = "estimated by the gerules NPU cost model (roofline over public peak figures)"
+
+
+@dataclass(frozen=True, slots=True)
+class OpEstimate:
+    op: str
+    unit: str
+    us: float
+    flops: int
+    bytes: int
+    bound: str  # "compute", "memory", "launch", "view" or "free"
+
+
+@dataclass(frozen=True, slots=True)
+class GraphEstimate:
+    soc: str
+    total_us: float
+    nodes: tuple[tuple[str, OpEstimate], ...]  # (node label, estimate), in graph order
+    by_op: Mapping[str, float] = field(default_factory=dict)
+    label: str = LABEL
+
+    def to_json(self) -> dict[str, object]:
+        return {"soc": self.soc, "total_us": round(self.total_us, 3), "label": self.label,
+                "by_op_us": {k: round(v, 3) for k, v in self.by_op.items()}}
+
+
+def _bytes(t: TensorType | None) -> int:
+    if t is None or t.shape is None:
+        return 0
+    n = 1
+    for d in t.shape:
+        n *= d if isinstance(d, int) else 1
+    return n * np.dtype(t.dtype).itemsize
+
+
+def _numel(t: TensorType) -> int:
+    n = 1
+    for d in t.shape or ():
+        n *= d if isinstance(d, int) else 1
+    return n
+
+
+def _static(t: TensorType) -> TensorType:
+    if t.is_static or t.shape is None:
+        return t
+    return TensorType(t.dtype, tuple(d if isinstance(d, int) else 1 for d in t.shape))
+
+
+class NpuCostModel:
+    """Estimates per op and per graph for one SoC profile."""
+
+    def __init__(self, profile: SocProfile | str | None = None,
+                 registry: Registry | None = None) -> None:
+        self.profile = profile if isinstance(profile, SocProfile) else load_profile(
+            profile or "Ascend910")
+        self.registry = registry or default_registry()
+
+    def estimate(self, schema: OpSchema, inputs: Sequence[TensorType | None],
+                 outputs: Sequence[TensorType], call: Call) -> OpEstimate:
+        """The estimate of one op; ``call.attrs`` are resolved (schema defaults applied)."""
+        op = schema.qualified_op
+        if op in FREE_OPS:
+            return OpEstimate(op, schema.unit, 0.0, 0, 0, "free")
+        if op in VIEW_OPS:
+            return OpEstimate(op, schema.unit, self.profile.view_us, 0, 0, "view")
+        moved = sum(_bytes(t) for t in inputs) + sum(_bytes(t) for t in outputs)
+        flops = self._flops(schema, inputs, outputs, call)
+        dtype = self._dtype(schema, inputs, outputs)
+        compute = flops / self.profile.peak_flops(schema.unit, dtype)
+        memory = moved / self.profile.hbm_bytes_per_us
+        launch = self.profile.launch_us[schema.unit]
+        bound = "compute" if compute >= memory else "memory"
+        if max(compute, memory) < 0.05 * launch:
+            bound = "launch"
+        return OpEstimate(op, schema.unit, launch + max(compute, memory), flops, moved, bound)
+
+    def _flops(self, schema: OpSchema, inputs: Sequence[TensorType | None],
+               outputs: Sequence[TensorType], call: Call) -> int:
+        static_in = [None if t is None else _static(t) for t in inputs]
+        static_out = [_static(t) for t in outputs]
+        if schema.flops is not None:
+            try:
+                return max(0, int(schema.flops(static_in, static_out, call)))
+            except (TypeError, ValueError, KeyError, IndexError):
+                pass
+        if schema.unit == "scalar":
+            return 0
+        return sum(_numel(t) for t in static_out)
+
+    @staticmethod
+    def _dtype(schema: OpSchema, inputs: Sequence[TensorType | None],
+               outputs: Sequence[TensorType]) -> str:
+        if schema.unit == "cube":
+            first = next((t for t in inputs if t is not None), None)
+            if first is not None:
+                return first.dtype
+        return outputs[0].dtype if outputs else "float32"
+
+    def node(self, node: Node, graph: Graph) -> OpEstimate:
+        """The estimate of one node of a shape-inferred graph."""
+        schema = schema_for(node, graph, self.registry)
+        ins = [graph.type_of(i) if i else None for i in node.inputs]
+        outs = [graph.type_of(o) or TensorType("float32", ()) for o in node.outputs if o]
+        return self.estimate(schema, ins, outs, schema.call(node.attrs, len(outs), node.label))
+
+    def graph(self, graph: Graph) -> GraphEstimate:
+        """Per-node estimates and their sum (one stream, nodes back to back)."""
+        rows = tuple((n.label, self.node(n, graph)) for n in graph.nodes)
+        by_op: dict[str, float] = {}
+        for _, est in rows:
+            by_op[est.op] = by_op.get(est.op, 0.0) + est.us
+        total = sum(est.us for _, est in rows)
+        return GraphEstimate(self.profile.name, total, rows, dict(sorted(by_op.items())))

@@ -1,0 +1,124 @@
+"""SoC profiles: the public peak figures the NPU cost model is built from.
+
+Invariants:
+- A profile is read from YAML (shipped ones from ``gerules.cost.profiles`` by name, or any file
+  by path) and validated on load: every unit has a positive peak for at least one dtype, a
+  positive launch overhead, a positive memory bandwidth. A bad profile raises ``UsageError``
+  naming the file and the field.
+- ``peak_flops(unit, dtype)`` falls back to the unit's ``any`` entry, then to its slowest
+  listed dtype, so an op in an unlisted dtype is never estimated faster than a listed one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import UsageError
+
+UNITS = ("cube", "vector", "scalar")
+DEFAULT_SOC = "Ascend910"
+
+
+@dataclass(frozen=True, slots=True)
+class SocProfile:
+    name: str
+    description: str
+    hbm_bytes_per_us: float
+    peak_flops_per_us: dict[str, dict[str, float]]  # unit -> dtype -> flops per microsecond
+    launch_us: dict[str, float]
+    view_us: float
+    ai_cores: int
+    sources: tuple[str, ...] = ()
+
+    def peak_flops(self, unit: str, dtype: str) -> float:
+        table = self.peak_flops_per_us[unit]
+        if dtype in table:
+            return table[dtype]
+        return table.get("any", min(table.values()))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "hbm_gbps": self.hbm_bytes_per_us / 1e3,
+            "peak_tflops": {u: {d: v / 1e6 for d, v in t.items()}
+                            for u, t in self.peak_flops_per_us.items()},
+            "launch_us": dict(self.launch_us),
+            "view_us": self.view_us,
+            "ai_cores": self.ai_cores,
+        }
+
+
+def shipped_profiles() -> list[str]:
+    folder = resources.files("gerules.cost.profiles")
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def load_profile(name_or_path: str = DEFAULT_SOC) -> SocProfile:
+    """A shipped profile by name (``Ascend910``) or a YAML file by path."""
+    if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
+        path = Path(name_or_path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"{path}: cannot read SoC profile: {e.strerror}") from None
+        return parse_profile(text, str(path))
+    names = shipped_profiles()
+    if name_or_path not in names:
+        from ..ir.registry import suggest
+
+        raise UsageError(f"unknown --soc_version '{name_or_path}'{suggest(name_or_path, names)}"
+                         f"; choose one of {', '.join(names)}")
+    text = resources.files("gerules.cost.profiles").joinpath(f"{name_or_path}.yaml").read_text()
+    return parse_profile(text, f"{name_or_path}.yaml")
+
+
+def parse_profile(text: str, where: str) -> SocProfile:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise UsageError(f"{where}: not valid YAML: {e}".splitlines()[0]) from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{where}: a SoC profile is a mapping")
+    peaks = _field(data, "peak_tflops", dict, where)
+    launch = _field(data, "launch_us", dict, where)
+    table: dict[str, dict[str, float]] = {}
+    for unit in UNITS:
+        row = peaks.get(unit)
+        if not isinstance(row, dict) or not row:
+            raise UsageError(f"{where}: peak_tflops.{unit} must list at least one dtype")
+        table[unit] = {str(k): _positive(v, f"peak_tflops.{unit}.{k}", where) * 1e6
+                       for k, v in row.items()}
+    return SocProfile(
+        name=str(data.get("name", where)),
+        description=str(data.get("description", "")),
+        hbm_bytes_per_us=_positive(data.get("hbm_gbps"), "hbm_gbps", where) * 1e3,
+        peak_flops_per_us=table,
+        launch_us={u: _positive(launch.get(u), f"launch_us.{u}", where) for u in UNITS},
+        view_us=_positive(data.get("view_us", 0.2), "view_us", where),
+        ai_cores=int(data.get("ai_cores", 1)),
+        sources=tuple(str(s) for s in data.get("sources", ())),
+    )
+
+
+def _field(data: dict[str, Any], key: str, kind: type, where: str) -> Any:
+    value = data.get(key)
+    if not isinstance(value, kind):
+        raise UsageError(f"{where}: field '{key}' is missing or not a {kind.__name__}")
+    return value
+
+
+def _positive(value: Any, key: str, where: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{where}: field '{key}' must be a number") from None
+    if not math.isfinite(number) or number <= 0:
+        raise UsageError(f"{where}: field '{key}' must be positive")
+    return number

@@ -1,0 +1,1 @@
+"""SoC profiles (YAML data) for the NPU cost model."""
