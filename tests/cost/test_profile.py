@@ -27,7 +27,8 @@ def test_unknown_soc_suggests_the_closest() -> None:
     ("name: x", "peak_tflops"),
     ("peak_tflops: {cube: {float16: 1}, vector: {float16: 1}, scalar: {any: 1}}\n"
      "launch_us: {cube: 1, vector: 1, scalar: 1}\nhbm_gbps: -3", "hbm_gbps"),
-    ("peak_tflops: {cube: {}, vector: {float16: 1}, scalar: {any: 1}}", "peak_tflops.cube"),
+    ("peak_tflops: {cube: {}, vector: {float16: 1}, scalar: {any: 1}}\n"
+     "launch_us: {cube: 1, vector: 1, scalar: 1}\nhbm_gbps: 1", "peak_tflops.cube"),
 ])
 def test_bad_profile_names_the_field(tmp_path, text: str, field: str) -> None:
     path = tmp_path / "bad.yaml"
