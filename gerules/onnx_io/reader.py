@@ -1,0 +1,285 @@
+"""Convert a parsed ``ModelProto`` into the IR ``Graph``, refusing what the IR cannot hold.
+
+Invariants:
+- Nothing from the proto is trusted: names must be valid UTF-8 (protobuf hands back ``bytes``
+  for invalid ones), types must be tensor types of a supported element type, dims must be
+  ``>= 0`` and their product fit int64, attributes must be of a kind the IR holds (a graph
+  attribute means control flow, which is refused naming the node).
+- Domains: ``""`` and ``"ai.onnx"`` are the same domain (stored as ``""``); ``"ge"`` is ours;
+  every other domain is refused where a node uses it. A node's domain must be imported.
+- Names are kept. An unnamed node gets ``<op>_<index>`` (made unique); two nodes with the
+  same name are an error (the ONNX IR makes node names unique within a graph).
+- Symbolic dims (``dim_param``) are kept as ``str``; a dim with neither value nor name gets a
+  fresh name ``<tensor>_d<axis>`` that no other dim in the model uses.
+- From IR version 4 on, a graph input that also has an initializer is an input with a default
+  (the initializer). Before IR 4 every initializer had to be listed as an input too, and such
+  inputs are constants: they are dropped from the inputs, as onnxruntime does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+
+from ..errors import GeError, ModelError
+from ..ir import dtypes
+from ..ir.graph import Dim, Graph, Node, Value
+from ..ir.registry import MAX_OPSET
+from .tensors import ExternalReader, check_dims, tensor_to_array
+
+log = logging.getLogger(__name__)
+
+ONNX_DOMAIN = ""
+DOMAIN_ALIASES = {"": "", "ai.onnx": "", "ge": "ge"}
+MAX_IR_VERSION = 14  # onnx 1.23
+_A = onnx.AttributeProto
+
+
+@dataclass(slots=True)
+class _Reader:
+    """What converting one model needs: the budget, external data access, fresh names."""
+
+    max_bytes: int
+    external: ExternalReader | None
+    used_dims: set[str] = field(default_factory=set)
+
+
+def text(value: object, what: str, **place: Any) -> str:
+    """A proto string field as ``str``; invalid UTF-8 arrives as ``bytes`` and is refused."""
+    if isinstance(value, str):
+        return value
+    shown = bytes(value).decode("utf-8", errors="replace") if isinstance(value, bytes) else value
+    raise ModelError(f"{what} {shown!r} is not valid UTF-8", **place)
+
+
+def domain_of(raw: object, **place: Any) -> str:
+    name = text(raw, "domain", **place)
+    if name not in DOMAIN_ALIASES:
+        raise ModelError(f"unsupported domain '{name}' (supported: ai.onnx, ge)", **place)
+    return DOMAIN_ALIASES[name]
+
+
+def model_to_graph(model: onnx.ModelProto, *, max_bytes: int,
+                   external: ExternalReader | None) -> Graph:
+    """The IR graph of ``model``, not yet verified or shape-inferred."""
+    _check_header(model)
+    opset = _opsets(model.opset_import)
+    reader = _Reader(max_bytes, external, _dim_params(model.graph))
+    g = model.graph
+    if len(g.sparse_initializer):
+        name = text(g.sparse_initializer[0].values.name, "tensor name")
+        raise ModelError("sparse initializers are not supported", tensor=name)
+    initializers = _initializers(g.initializer, reader)
+    inputs = [_value(vi, reader) for vi in g.input]
+    if model.ir_version < 4:
+        inputs = [v for v in inputs if v.name not in initializers]
+    functions = {text(f.name, "function name") for f in model.functions}
+    nodes = _nodes(g.node, opset, functions, reader)
+    return Graph(
+        nodes=tuple(nodes),
+        inputs=tuple(inputs),
+        outputs=tuple(_value(vi, reader) for vi in g.output),
+        initializers=initializers,
+        value_info={v.name: v for v in (_value(vi, reader) for vi in g.value_info)},
+        name=text(g.name, "graph name") or "graph",
+        opset=opset,
+        metadata=_metadata(model),
+    )
+
+
+def _check_header(model: onnx.ModelProto) -> None:
+    if not model.HasField("graph"):
+        raise ModelError("not an ONNX model: it holds no graph (corrupt, or another protobuf)")
+    if model.ir_version <= 0:
+        raise ModelError("the model has no ir_version (truncated or not an ONNX model?)")
+    if model.ir_version > MAX_IR_VERSION:
+        raise ModelError(f"ir_version {model.ir_version} is newer than the newest supported "
+                         f"({MAX_IR_VERSION})")
+    if not len(model.graph.node):
+        raise ModelError("the graph is empty (no nodes)")
+    if not len(model.graph.output):
+        raise ModelError("the graph has no outputs")
+    if len(model.training_info):
+        log.warning("ignoring the model's training_info (inference only)")
+
+
+def _opsets(imports: Iterable[onnx.OperatorSetIdProto]) -> dict[str, int]:
+    opset: dict[str, int] = {}
+    for entry in imports:
+        name = text(entry.domain, "opset domain")
+        domain = DOMAIN_ALIASES.get(name)
+        if domain is None:
+            log.info("model imports domain '%s'; only nodes that use it are refused", name)
+            continue
+        if domain in opset:
+            raise ModelError(f"opset_import lists domain '{name or 'ai.onnx'}' twice")
+        limit = MAX_OPSET[domain]
+        if entry.version > limit or entry.version < 1:
+            raise ModelError(f"the model imports opset {entry.version} of domain "
+                             f"'{name or 'ai.onnx'}'; gerules supports 1 to {limit}")
+        opset[domain] = int(entry.version)
+    if ONNX_DOMAIN not in opset and "ge" not in opset:
+        raise ModelError("the model imports no ai.onnx opset (truncated file?)")
+    return opset
+
+
+def _dim_params(g: onnx.GraphProto) -> set[str]:
+    found: set[str] = set()
+    for vi in (*g.input, *g.output, *g.value_info):
+        if vi.type.HasField("tensor_type"):
+            for d in vi.type.tensor_type.shape.dim:
+                if d.HasField("dim_param") and isinstance(d.dim_param, str):
+                    found.add(d.dim_param)
+    return found
+
+
+def _initializers(protos: Sequence[onnx.TensorProto], reader: _Reader) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for t in protos:
+        name = text(t.name, "initializer name")
+        if not name:
+            raise ModelError("an initializer has no name")
+        if name in out:
+            raise ModelError("two initializers have this name", tensor=name)
+        out[name] = tensor_to_array(t, name=name, max_bytes=reader.max_bytes,
+                                    external=reader.external)
+    return out
+
+
+def _value(vi: onnx.ValueInfoProto, reader: _Reader) -> Value:
+    name = text(vi.name, "tensor name")
+    if not name:
+        raise ModelError("a graph input, output or value_info entry has no name")
+    if not vi.HasField("type"):
+        raise ModelError("has no type", tensor=name)
+    kind = vi.type.WhichOneof("value")
+    if kind != "tensor_type":
+        raise ModelError(f"has type {kind or 'undefined'}; only tensors are supported",
+                         tensor=name)
+    tt = vi.type.tensor_type
+    try:
+        dtype = dtypes.from_onnx(tt.elem_type)
+    except GeError as e:
+        raise e.with_place(tensor=name) from None
+    if not tt.HasField("shape"):
+        return Value.of(name, dtype, None)
+    shape = [_dim(d, name, axis, reader) for axis, d in enumerate(tt.shape.dim)]
+    check_dims([d for d in shape if isinstance(d, int)], dtype, tensor=name)
+    return Value.of(name, dtype, shape)
+
+
+def _dim(d: onnx.TensorShapeProto.Dimension, tensor: str, axis: int, reader: _Reader) -> Dim:
+    if d.HasField("dim_value"):
+        if d.dim_value < 0:
+            raise ModelError(f"negative dim {d.dim_value} at axis {axis}", tensor=tensor)
+        return int(d.dim_value)
+    if d.HasField("dim_param") and d.dim_param:
+        return text(d.dim_param, "dim name", tensor=tensor)
+    base = fresh = f"{tensor}_d{axis}"
+    k = 1
+    while fresh in reader.used_dims:
+        k += 1
+        fresh = f"{base}_{k}"
+    reader.used_dims.add(fresh)
+    return fresh
+
+
+def _nodes(protos: Sequence[onnx.NodeProto], opset: dict[str, int], functions: set[str],
+           reader: _Reader) -> list[Node]:
+    explicit = [text(n.name, "node name") for n in protos]
+    taken = {name for name in explicit if name}
+    first: dict[str, int] = {}
+    nodes = []
+    for index, (proto, name) in enumerate(zip(protos, explicit, strict=True)):
+        if name and first.setdefault(name, index) != index:
+            raise ModelError(f"two nodes have this name (node #{first[name]} and #{index})",
+                             node=name)
+        if not name:
+            name = _generated_name(text(proto.op_type, "op type"), index, taken)
+        nodes.append(_node(proto, name, opset, functions, reader))
+    return nodes
+
+
+def _generated_name(op: str, index: int, taken: set[str]) -> str:
+    name = f"{op}_{index}"
+    k = 1
+    while name in taken:
+        k += 1
+        name = f"{op}_{index}_{k}"
+    taken.add(name)
+    return name
+
+
+def _node(proto: onnx.NodeProto, name: str, opset: dict[str, int], functions: set[str],
+          reader: _Reader) -> Node:
+    op = text(proto.op_type, "op type", node=name)
+    raw_domain = text(proto.domain, "domain", node=name, op=op)
+    place = {"node": name, "op": f"{raw_domain}.{op}" if raw_domain else op}
+    if op in functions:
+        raise ModelError("calls a model-local function (functions are not supported)", **place)
+    domain = domain_of(raw_domain, **place)
+    if domain not in opset:
+        raise ModelError(f"uses domain '{raw_domain or 'ai.onnx'}', which the model does not "
+                         "import in opset_import", **place)
+    inputs = tuple(text(i, "input name", **place) for i in proto.input)
+    outputs = tuple(text(o, "output name", **place) for o in proto.output)
+    attrs = dict(_attr(a, place, reader) for a in proto.attribute)
+    if len(attrs) != len(proto.attribute):
+        raise ModelError("an attribute appears twice", **place)
+    return Node(op, inputs, outputs, attrs, name=name, domain=domain)
+
+
+def _attr(a: onnx.AttributeProto, place: dict[str, str], reader: _Reader
+          ) -> tuple[str, object]:
+    name = text(a.name, "attribute name", **place)
+    if a.ref_attr_name:
+        raise ModelError(f"attribute '{name}' refers to a function attribute", **place)
+    try:
+        return name, _attr_value(a, name, reader)
+    except GeError as e:
+        raise e.with_place(**place) from None
+
+
+def _attr_value(a: onnx.AttributeProto, name: str, reader: _Reader) -> object:
+    if a.type == _A.TENSOR:
+        tensor = text(a.t.name, "tensor name") or name
+        return tensor_to_array(a.t, name=tensor, max_bytes=reader.max_bytes,
+                               external=reader.external)
+    convert = _ATTR_READERS.get(a.type)
+    if convert is not None:
+        return convert(a)
+    if a.type in (_A.GRAPH, _A.GRAPHS):
+        raise ModelError(f"attribute '{name}' holds a subgraph: control flow (If, Loop, Scan) "
+                         "is not supported")
+    kind = _A.AttributeType.Name(a.type) if a.type in _A.AttributeType.values() else a.type
+    raise ModelError(f"attribute '{name}' has unsupported type {kind}")
+
+
+def _strings(values: Iterable[bytes]) -> tuple[str, ...]:
+    try:
+        return tuple(bytes(v).decode("utf-8") for v in values)
+    except UnicodeDecodeError:
+        raise ModelError("a string attribute is not valid UTF-8") from None
+
+
+_ATTR_READERS: dict[int, Callable[[onnx.AttributeProto], object]] = {
+    _A.FLOAT: lambda a: float(a.f),
+    _A.INT: lambda a: int(a.i),
+    _A.STRING: lambda a: _strings([a.s])[0],
+    _A.FLOATS: lambda a: tuple(float(v) for v in a.floats),
+    _A.INTS: lambda a: tuple(int(v) for v in a.ints),
+    _A.STRINGS: lambda a: _strings(a.strings),
+}
+
+
+def _metadata(model: onnx.ModelProto) -> dict[str, str]:
+    meta = {f"onnx.{k}": text(getattr(model, k), k) for k in
+            ("producer_name", "producer_version", "domain") if getattr(model, k)}
+    for entry in model.metadata_props:
+        meta[text(entry.key, "metadata key")] = text(entry.value, "metadata value")
+    return meta

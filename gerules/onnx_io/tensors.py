@@ -1,0 +1,145 @@
+"""ONNX ``TensorProto`` <-> NumPy, with every size checked before anything is allocated.
+
+Invariants:
+- ``check_dims`` never trusts a count from the file: every dim must be ``>= 0``; the element
+  and byte counts are products of Python ints, checked against int64 and against the byte
+  budget before an array is built. Exceeding int64 is a ``ModelError`` (the file is wrong);
+  exceeding the budget is a ``ResourceLimit`` (the file may be fine, the budget is not).
+- ``tensor_to_array`` takes the data from exactly one place: ``raw_data``, external data, or
+  the typed field for the element type. ``raw_data`` (and external data) must hold exactly
+  ``numel * itemsize`` bytes, typed fields exactly ``numel`` values; either mismatch is an
+  error naming the tensor and both sizes.
+- Arrays come back read-only, in native byte order, with the IR dtype of the element type.
+- ``array_to_tensor`` writes little-endian ``raw_data``; the round trip is bit-exact.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ..errors import ModelError, ResourceLimit
+from ..ir import dtypes
+
+INT64_MAX = 2**63 - 1
+DEFAULT_MAX_TENSOR_BYTES = 4 << 30
+
+# Where the values of each element type live when ``raw_data`` is not used (onnx.proto).
+_TYPED_FIELD: dict[str, str] = {
+    "float32": "float_data",
+    "float64": "double_data",
+    "int64": "int64_data",
+    "uint32": "uint64_data",
+    "uint64": "uint64_data",
+    "int32": "int32_data",
+    "int16": "int32_data",
+    "int8": "int32_data",
+    "uint16": "int32_data",
+    "uint8": "int32_data",
+    "bool": "int32_data",
+    "float16": "int32_data",  # the 16-bit patterns, one per int32
+}
+_ALL_TYPED = ("float_data", "double_data", "int32_data", "int64_data", "uint64_data",
+              "string_data")
+
+# Reads ``nbytes`` of external data for a tensor (set by the loader, which knows the folder).
+ExternalReader = Callable[[onnx.TensorProto, int], bytearray]
+
+
+def check_dims(dims: Sequence[int], dtype: str, *, tensor: str,
+               max_bytes: int | None = None) -> int:
+    """The element count of a tensor with ``dims``; refuses negative dims and overflow."""
+    numel = 1
+    for d in dims:
+        if d < 0:
+            raise ModelError(f"negative dim {d} in shape {list(dims)}", tensor=tensor)
+        numel *= int(d)
+    nbytes = numel * dtypes.itemsize(dtype)
+    if numel > INT64_MAX or nbytes > INT64_MAX:
+        raise ModelError(f"shape {list(dims)} of {dtype} overflows int64 "
+                         f"({numel} elements)", tensor=tensor)
+    if max_bytes is not None and nbytes > max_bytes:
+        raise ResourceLimit(f"shape {list(dims)} of {dtype} needs {nbytes} bytes, over the "
+                            f"tensor budget of {max_bytes} bytes", tensor=tensor)
+    return numel
+
+
+def tensor_dtype(t: onnx.TensorProto, name: str) -> str:
+    try:
+        return dtypes.from_onnx(t.data_type)
+    except ModelError as e:
+        raise e.with_place(tensor=name) from None
+
+
+def tensor_to_array(t: onnx.TensorProto, *, name: str, max_bytes: int,
+                    external: ExternalReader | None = None) -> np.ndarray:
+    """The array a ``TensorProto`` holds (read-only, native byte order)."""
+    dtype = tensor_dtype(t, name)
+    dims = [int(d) for d in t.dims]
+    numel = check_dims(dims, dtype, tensor=name, max_bytes=max_bytes)
+    nbytes = numel * dtypes.itemsize(dtype)
+    if t.HasField("segment"):
+        raise ModelError("segmented tensors are not supported", tensor=name)
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        _no_inline_data(t, name, "external data")
+        if external is None:
+            raise ModelError("uses external data; loading from bytes needs base_dir (the folder "
+                             "that holds the data files)", tensor=name)
+        flat = _from_bytes(external(t, nbytes), dtype, nbytes, name)
+    elif t.HasField("raw_data"):
+        _no_inline_data(t, name, "raw_data")
+        flat = _from_bytes(t.raw_data, dtype, nbytes, name)
+    else:
+        flat = _from_typed(t, dtype, numel, name)
+    array = flat.reshape(dims)
+    array.setflags(write=False)
+    return array
+
+
+def _no_inline_data(t: onnx.TensorProto, name: str, source: str) -> None:
+    """A tensor whose data comes from ``source`` must not also carry typed values."""
+    for field in _ALL_TYPED:
+        if len(getattr(t, field)):
+            raise ModelError(f"holds both {source} and {field}", tensor=name)
+    if source == "external data" and t.HasField("raw_data"):
+        raise ModelError("holds both external data and raw_data", tensor=name)
+
+
+def _from_bytes(data: bytes | bytearray, dtype: str, nbytes: int, name: str) -> np.ndarray:
+    if len(data) != nbytes:
+        raise ModelError(f"raw data has {len(data)} bytes but its shape and type need "
+                         f"{nbytes}", tensor=name)
+    if dtype == "bool":
+        return np.frombuffer(data, dtype=np.uint8) != 0
+    wire = np.dtype(dtype).newbyteorder("<")
+    flat = np.frombuffer(data, dtype=wire)
+    return flat if sys.byteorder == "little" else flat.astype(dtype)
+
+
+def _from_typed(t: onnx.TensorProto, dtype: str, numel: int, name: str) -> np.ndarray:
+    field = _TYPED_FIELD[dtype]
+    values = getattr(t, field)
+    if len(values) != numel:
+        raise ModelError(f"{field} has {len(values)} values but the shape needs {numel}",
+                         tensor=name)
+    for other in _ALL_TYPED:
+        if other != field and len(getattr(t, other)):
+            raise ModelError(f"a {dtype} tensor must not hold {other}", tensor=name)
+    if dtype == "float16":
+        return np.asarray(values, dtype=np.int64).astype(np.uint16).view(np.float16)
+    if dtype == "bool":
+        return np.asarray(values, dtype=np.int64) != 0
+    if field in ("int32_data", "uint64_data"):
+        wide = np.uint64 if field == "uint64_data" else np.int64
+        return np.asarray(values, dtype=wide).astype(dtype)
+    return np.asarray(values, dtype=dtype)
+
+
+def array_to_tensor(array: np.ndarray, name: str) -> onnx.TensorProto:
+    """A ``TensorProto`` with ``raw_data`` holding ``array`` exactly."""
+    dtypes.of(array)  # refuses element types the IR cannot hold
+    return numpy_helper.from_array(np.ascontiguousarray(array), name)

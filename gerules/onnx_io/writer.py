@@ -1,0 +1,189 @@
+"""Export a ``Graph`` back to ONNX: ``to_model_proto`` and ``save_model``.
+
+Invariants:
+- Every name (graph, nodes, inputs, outputs, initializers, value_info) is written as it is in
+  the graph, so ``load -> save -> load`` keeps names and node order.
+- Attribute kinds come from the op's schema (an int default of a float attribute is written
+  as a float); attributes of ops the registry does not know are typed by their Python values.
+- ``opset_import`` holds the graph's opsets plus ``ge`` whenever a ``ge`` op is present;
+  ``ir_version`` is the smallest one those opsets need.
+- A graph input with an initializer is written as both (an input with a default).
+- ``save_model`` writes through ``gerules.fileio.atomic_write``: the target is complete or
+  untouched. Above ``EXTERNAL_THRESHOLD`` bytes of weights (protobuf cannot hold 2 GiB) or when
+  asked, tensors of at least 1 KiB go to a sidecar file ``<model file name>.data`` beside the
+  model, 64-byte aligned, written before the model so the model never points at missing data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from ..errors import GeError
+from ..fileio import atomic_write, check_output_path
+from ..ir import dtypes
+from ..ir.attrs import AttrValue
+from ..ir.graph import Graph, Node, Value
+from ..ir.registry import MAX_OPSET, AttrKind, Registry, default_registry
+from .tensors import array_to_tensor
+
+EXTERNAL_THRESHOLD = 1800 << 20  # weights above this go to external data (protobuf: < 2 GiB)
+EXTERNAL_MIN_TENSOR = 1024
+ALIGNMENT = 64
+_A = onnx.AttributeProto
+_KIND_TYPES: dict[str, int] = {
+    "int": _A.INT, "float": _A.FLOAT, "string": _A.STRING, "ints": _A.INTS,
+    "floats": _A.FLOATS, "strings": _A.STRINGS, "tensor": _A.TENSOR,
+}
+
+
+def to_model_proto(graph: Graph, registry: Registry | None = None) -> onnx.ModelProto:
+    """The ONNX model of ``graph`` (weights inline as ``raw_data``)."""
+    registry = registry or default_registry()
+    opset = _opset(graph)
+    g = helper.make_graph(
+        nodes=[_node(n, registry, opset) for n in graph.nodes],
+        name=graph.name,
+        inputs=[_value_info(v) for v in graph.inputs],
+        outputs=[_value_info(v) for v in graph.outputs],
+        initializer=[array_to_tensor(a, name) for name, a in graph.initializers.items()],
+        value_info=[_value_info(v) for v in _intermediates(graph)],
+    )
+    imports = [helper.make_opsetid(d, v) for d, v in sorted(opset.items())]
+    model = helper.make_model(g, opset_imports=imports, producer_name="gerules",
+                              producer_version=_version())
+    model.ir_version = helper.find_min_ir_version_for(imports, ignore_unknown=True)
+    if graph.metadata.get("onnx.domain"):
+        model.domain = graph.metadata["onnx.domain"]
+    _metadata(model, graph.metadata)
+    return model
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("gerules")
+    except importlib.metadata.PackageNotFoundError:
+        return "0"
+
+
+def _opset(graph: Graph) -> dict[str, int]:
+    opset = dict(graph.opset)
+    for node in graph.nodes:
+        opset.setdefault(node.domain, MAX_OPSET.get(node.domain, 1))
+    return opset
+
+
+def _metadata(model: onnx.ModelProto, metadata: Mapping[str, str]) -> None:
+    props = {k: v for k, v in metadata.items() if not k.startswith("onnx.")}
+    if props:
+        helper.set_model_props(model, props)
+
+
+def _intermediates(graph: Graph) -> list[Value]:
+    skip = set(graph.input_names) | set(graph.output_names) | set(graph.initializers)
+    return [v for name, v in graph.value_info.items() if name not in skip]
+
+
+def _value_info(v: Value) -> onnx.ValueInfoProto:
+    shape = None if v.shape is None else list(v.shape)
+    return helper.make_tensor_value_info(v.name, dtypes.to_onnx(v.dtype), shape)
+
+
+def _node(node: Node, registry: Registry, opset: Mapping[str, int]) -> onnx.NodeProto:
+    kinds = _attr_kinds(node, registry, opset)
+    proto = helper.make_node(node.op, list(node.inputs), list(node.outputs), name=node.name,
+                             domain=node.domain or None)
+    proto.attribute.extend(_attribute(k, v, kinds.get(k)) for k, v in node.attrs.items())
+    return proto
+
+
+def _attr_kinds(node: Node, registry: Registry, opset: Mapping[str, int]) -> dict[str, str]:
+    try:
+        schema = registry.get(node.op, node.domain, opset.get(node.domain))
+    except GeError:
+        return {}
+    return {name: spec.kind for name, spec in schema.attrs.items()}
+
+
+def _attribute(name: str, value: AttrValue, kind: str | None) -> onnx.AttributeProto:
+    kind = kind or _guess_kind(value)
+    if kind == "tensor":
+        return helper.make_attribute(name, array_to_tensor(np.asarray(value), ""))
+    if kind == "float":
+        value = float(value)  # type: ignore[arg-type]
+    elif kind == "floats":
+        value = tuple(float(v) for v in value)  # type: ignore[union-attr]
+    return helper.make_attribute(name, value, attr_type=_KIND_TYPES[kind])
+
+
+def _guess_kind(value: AttrValue) -> AttrKind:
+    if isinstance(value, np.ndarray):
+        return "tensor"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, int):
+        return "int"
+    items = list(value)
+    if any(isinstance(v, str) for v in items):
+        return "strings"
+    return "floats" if any(isinstance(v, float) for v in items) else "ints"
+
+
+def save_model(graph: Graph, path: str | os.PathLike[str], *,
+               external_data: bool | None = None, registry: Registry | None = None) -> Path:
+    """Write ``graph`` as an ONNX file at ``path`` (atomically); returns the path.
+
+    ``external_data``: ``True`` always writes a sidecar, ``False`` never does, ``None`` does
+    when the weights exceed ``EXTERNAL_THRESHOLD``.
+    """
+    target = check_output_path(path)
+    model = to_model_proto(graph, registry)
+    if external_data is None:
+        external_data = _weight_bytes(graph) > EXTERNAL_THRESHOLD
+    if not external_data:
+        return atomic_write(target, model.SerializeToString())
+    sidecar = target.with_name(target.name + ".data")
+    atomic_write(sidecar, lambda f: _externalize(model, sidecar.name, f))
+    try:
+        return atomic_write(target, model.SerializeToString())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            sidecar.unlink()
+        raise
+
+
+def _weight_bytes(graph: Graph) -> int:
+    return sum(int(a.nbytes) for a in graph.initializers.values())
+
+
+def _externalize(model: onnx.ModelProto, location: str, f: BinaryIO) -> None:
+    """Move large tensors' bytes into ``f``, pointing each tensor at its slice."""
+    offset = 0
+    for t in _large_tensors(model):
+        pad = -offset % ALIGNMENT
+        f.write(b"\0" * pad)
+        offset += pad
+        data = t.raw_data
+        f.write(data)
+        t.ClearField("raw_data")
+        t.data_location = onnx.TensorProto.EXTERNAL
+        for key, value in (("location", location), ("offset", str(offset)),
+                           ("length", str(len(data)))):
+            t.external_data.add(key=key, value=value)
+        offset += len(data)
+
+
+def _large_tensors(model: onnx.ModelProto) -> Iterable[onnx.TensorProto]:
+    for t in model.graph.initializer:
+        if len(t.raw_data) >= EXTERNAL_MIN_TENSOR:
+            yield t
