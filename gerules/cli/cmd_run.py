@@ -1,0 +1,229 @@
+"""``ge-rewrite run MODEL``: run a model on given or random inputs and print its outputs.
+
+Invariants:
+- The loader is chosen by the model file's suffix from ``LOADERS``; a suffix it does not know
+  goes to the ONNX loader, whose format sniffing names what the file really is. A new model
+  format (``.om``) plugs in by adding one entry that returns a ``Runnable``.
+- Inputs named with ``--input NAME=FILE.npy`` are read from files; every other input without
+  an initializer default is drawn at random from ``--seed`` (see ``feeds``).
+- stdout gets one table row per output: name, shape, dtype, sum and a short hash
+  (``checksum``); nothing else goes to stdout, so runs can be compared with ``diff``.
+- ``--output-dir DIR`` is created when missing, but only once the model has run; each output
+  goes to ``<name>.npy`` with characters outside ``[A-Za-z0-9._-]`` replaced by ``_`` (a name
+  that collides after that gets ``_2``, ``_3``...). All files are written to temporary files
+  first and renamed at the end, so a failure leaves no new or partial file behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import logging
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import GeError, ModelError, UsageError
+from ..ir.graph import Value
+from ..onnx_io import DEFAULT_MAX_TENSOR_BYTES, load_model
+from ..runtime.executor import Executor
+from . import feeds
+
+log = logging.getLogger(__name__)
+
+RunFn = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
+
+
+@dataclass(frozen=True, slots=True)
+class Runnable:
+    """A loaded model: the inputs to feed (those without defaults) and how to run it."""
+
+    inputs: tuple[Value, ...]
+    outputs: tuple[str, ...]
+    run: RunFn
+
+
+def load_onnx(path: Path, args: argparse.Namespace) -> Runnable:
+    graph = load_model(path, max_bytes=args.max_tensor_bytes)
+    required = tuple(v for v in graph.inputs if v.name not in graph.initializers)
+    return Runnable(required, graph.output_names, Executor(graph).run)
+
+
+# Model loaders by file suffix (lower case). The first entry is the fallback.
+LOADERS: dict[str, Callable[[Path, argparse.Namespace], Runnable]] = {".onnx": load_onnx}
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("run", help="run a model on given or random inputs",
+                       description="Run a model and print each output's shape and checksum.")
+    p.add_argument("model", type=Path, help="model file (.onnx)")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                   help="feed input NAME from a .npy file (repeatable)")
+    p.add_argument("--input-shape", "--input_shape", action="append", default=[],
+                   metavar="NAME:D0,D1,...", help="shape of a random input ('a:1,3;b:2' or "
+                   "repeated); symbolic dims not given are 1")
+    p.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
+    p.add_argument("--output-dir", type=Path, help="save each output as <name>.npy here "
+                   "(created if missing)")
+    p.add_argument("--max-tensor-bytes", type=_byte_count, default=DEFAULT_MAX_TENSOR_BYTES,
+                   help="refuse tensors larger than this (default 4 GiB)")
+    p.set_defaults(func=run)
+
+
+def _byte_count(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be > 0")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    model = _load(args.model, args)
+    inputs = _feeds(model, args)
+    start = time.perf_counter()
+    try:
+        outputs = model.run(inputs)
+    except GeError as e:
+        raise e.with_place(file=str(args.model)) from None
+    log.info("ran %s in %.1f ms", args.model, 1e3 * (time.perf_counter() - start))
+    saved = save_outputs(outputs, args.output_dir) if args.output_dir else {}
+    print(format_table(outputs, saved))
+    return 0
+
+
+def _load(path: Path, args: argparse.Namespace) -> Runnable:
+    loader = LOADERS.get(path.suffix.lower(), next(iter(LOADERS.values())))
+    return loader(path, args)
+
+
+def _feeds(model: Runnable, args: argparse.Namespace) -> dict[str, np.ndarray]:
+    files = feeds.parse_input_specs(args.input)
+    known = {v.name for v in model.inputs}
+    for name in files:
+        if name not in known:
+            raise UsageError(f"--input {name}: the model has no input '{name}' to feed "
+                             f"(inputs: {', '.join(sorted(known)) or 'none'})")
+    given = {name: feeds.read_npy(p, args.max_tensor_bytes) for name, p in files.items()}
+    rest = [v for v in model.inputs if v.name not in given]
+    shapes = feeds.concrete_shapes(rest, feeds.parse_shape_specs(args.input_shape))
+    drawn = feeds.random_feeds(rest, shapes, args.seed, args.max_tensor_bytes)
+    _check_given(model.inputs, given, files)
+    return {**given, **drawn}
+
+
+def _check_given(inputs: Sequence[Value], given: Mapping[str, np.ndarray],
+                 files: Mapping[str, Path]) -> None:
+    """A file's array must have the input's dtype and rank and fit its static dims."""
+    for v in inputs:
+        if v.name not in given:
+            continue
+        arr = given[v.name]
+        fits = arr.dtype.name == v.dtype and (
+            v.shape is None or (arr.ndim == len(v.shape) and all(
+                isinstance(d, str) or d == n for d, n in zip(v.shape, arr.shape, strict=True))))
+        if not fits:
+            raise ModelError(f"input '{v.name}' expects {v.type}, the file holds "
+                             f"{arr.dtype.name}{list(arr.shape)}", file=str(files[v.name]))
+
+
+def checksum(array: np.ndarray) -> tuple[str, str]:
+    """``(sum, hash)``: the sum in float64 (exact count for bools) and 12 hex digits of SHA-256
+    over dtype, shape and bytes."""
+    if array.dtype == np.bool_:
+        total = str(int(np.count_nonzero(array)))
+    elif np.issubdtype(array.dtype, np.integer):
+        total = str(int(np.sum(array, dtype=np.int64)))
+    else:
+        total = f"{float(np.sum(array, dtype=np.float64)):.9g}"
+    h = hashlib.sha256(f"{array.dtype.str}{array.shape}".encode())
+    h.update(np.ascontiguousarray(array).tobytes())
+    return total, h.hexdigest()[:12]
+
+
+def format_table(outputs: Mapping[str, np.ndarray], saved: Mapping[str, Path]) -> str:
+    rows = [("output", "shape", "dtype", "sum", "sha256", *(["file"] if saved else []))]
+    for name, arr in outputs.items():
+        total, digest = checksum(np.asarray(arr))
+        extra = [str(saved[name])] if saved else []
+        rows.append((name, str(list(arr.shape)), arr.dtype.name, total, digest, *extra))
+    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in rows)
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+MAX_STEM = 200
+
+
+def file_names(names: Sequence[str]) -> dict[str, str]:
+    """Output name -> a safe, unique ``.npy`` file name."""
+    out: dict[str, str] = {}
+    used: set[str] = set()
+    for name in names:
+        stem = _UNSAFE.sub("_", name) or "_"
+        if len(stem) > MAX_STEM:
+            stem = stem[:MAX_STEM - 13] + "_" + hashlib.sha256(name.encode()).hexdigest()[:12]
+        candidate, k = stem, 1
+        while candidate.lower() in used:
+            k += 1
+            candidate = f"{stem}_{k}"
+        if k > 1:
+            log.warning("output '%s' is saved as %s.npy (its name collides)", name, candidate)
+        used.add(candidate.lower())
+        out[name] = candidate + ".npy"
+    return out
+
+
+def save_outputs(outputs: Mapping[str, np.ndarray], folder: Path) -> dict[str, Path]:
+    """Write every output to ``folder`` all-or-nothing; returns name -> path."""
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--output-dir {folder}: exists and is not a folder")
+    created = not folder.exists()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--output-dir {folder}: cannot create it: {e.strerror}") from None
+    targets = {name: folder / fname for name, fname in file_names(list(outputs)).items()}
+    temps: list[str] = []
+    try:
+        for name, target in targets.items():
+            temps.append(_write_temp(folder, target.name, outputs[name]))
+        for tmp, target in zip(temps, targets.values(), strict=True):
+            os.replace(tmp, target)
+    except OSError as e:
+        raise GeError(f"cannot write outputs: {e.strerror or e}", file=str(folder)) from None
+    finally:
+        for tmp in temps:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if created and not any(folder.iterdir()):
+            folder.rmdir()
+    return targets
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _write_temp(folder: Path, name: str, array: np.ndarray) -> str:
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual mode
+        with os.fdopen(fd, "wb") as f:
+            np.save(f, np.asarray(array), allow_pickle=False)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return tmp

@@ -1,0 +1,181 @@
+"""Model inputs for ``ge-rewrite run``: ``.npy`` files, ``--input-shape`` specs, random draws.
+
+Invariants:
+- ``.npy`` files are read with ``allow_pickle=False``, always; the header's shape and dtype
+  are checked against the file's size before the array is read, so a lying header cannot
+  make us allocate more than the file holds.
+- Every bad spec or file is a ``GeError`` with one line naming the spec or file: syntax is a
+  ``UsageError`` (exit 2), an unreadable or wrong file a ``ModelError`` (exit 1), an input
+  over the byte budget a ``ResourceLimit`` (exit 3).
+- Random inputs are a pure function of the seed and the input list: floats ~ N(0, 1),
+  integers uniform in ``[0, INT_HIGH)`` (valid as small indices), bools fair coins.
+- A symbolic dim takes the size given for it by ``--input-shape`` of any input, else 1 (with
+  a warning naming the dim); the same name gets the same size in every input.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ModelError, ResourceLimit, UsageError
+from ..ir.graph import Value
+
+log = logging.getLogger(__name__)
+
+INT_HIGH = 10
+NPY_MAGIC = b"\x93NUMPY"
+_HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0,
+                   (2, 0): np.lib.format.read_array_header_2_0}
+
+
+def parse_input_specs(specs: Iterable[str]) -> dict[str, Path]:
+    """``["name=file.npy", ...]`` -> ``{name: path}``."""
+    out: dict[str, Path] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise UsageError(f"--input '{spec}': expected NAME=FILE.npy")
+        if name in out:
+            raise UsageError(f"--input '{spec}': input '{name}' is given twice")
+        out[name] = Path(path)
+    return out
+
+
+def parse_shape_specs(specs: Iterable[str]) -> dict[str, tuple[int, ...]]:
+    """``["x:1,3,224,224;mask:1,128", ...]`` (atc's ``--input_shape``) -> ``{name: dims}``."""
+    out: dict[str, tuple[int, ...]] = {}
+    for spec in specs:
+        for part in filter(None, spec.split(";")):
+            name, sep, dims = part.rpartition(":")
+            if not sep or not name:
+                raise UsageError(f"--input-shape '{part}': expected NAME:D0,D1,...")
+            out[name] = _dims(dims, part)
+    return out
+
+
+def _dims(text: str, spec: str) -> tuple[int, ...]:
+    if not text.strip():
+        return ()
+    try:
+        dims = tuple(int(d) for d in text.split(","))
+    except ValueError:
+        raise UsageError(f"--input-shape '{spec}': dims must be integers") from None
+    if any(d < 0 for d in dims):
+        raise UsageError(f"--input-shape '{spec}': dims must be >= 0")
+    return dims
+
+
+def read_npy(path: Path, max_bytes: int) -> np.ndarray:
+    """An array from a ``.npy`` file, never unpickling, never trusting the header's size."""
+    try:
+        with open(path, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ModelError("not a regular file", file=str(path))
+            return _read_npy(f, path, max_bytes)
+    except IsADirectoryError:
+        raise ModelError("is a folder, not a .npy file", file=str(path)) from None
+    except FileNotFoundError:
+        raise ModelError("no such file", file=str(path)) from None
+    except OSError as e:
+        raise ModelError(f"cannot read: {e.strerror or e}", file=str(path)) from None
+
+
+def _read_npy(f: object, path: Path, max_bytes: int) -> np.ndarray:
+    fmt = np.lib.format
+    if f.read(len(NPY_MAGIC)) != NPY_MAGIC:  # type: ignore[attr-defined]
+        raise ModelError("not a .npy file (NumPy's array format)", file=str(path))
+    f.seek(0)  # type: ignore[attr-defined]
+    try:
+        version = fmt.read_magic(f)
+        read_header = _HEADER_READERS.get(version)
+        if read_header is None:
+            raise ValueError(f"format version {version} is not supported")
+        shape, fortran, dtype = read_header(f, max_header_size=10000)
+    except (ValueError, SyntaxError, OverflowError, TypeError) as e:
+        raise ModelError(f"bad .npy header: {e}", file=str(path)) from None
+    if dtype.hasobject:
+        raise ModelError("holds Python objects (a pickle), which are never loaded",
+                         file=str(path))
+    need = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if need > max_bytes:
+        raise ResourceLimit(f"array of {need} bytes is over the budget of {max_bytes}",
+                            file=str(path))
+    left = os.fstat(f.fileno()).st_size - f.tell()  # type: ignore[attr-defined]
+    if left < need:
+        raise ModelError(f"truncated: the header promises {need} bytes, the file has {left}",
+                         file=str(path))
+    data = np.frombuffer(f.read(need), dtype=dtype)  # type: ignore[attr-defined]
+    return data.reshape(shape, order="F" if fortran else "C")
+
+
+def concrete_shapes(inputs: Sequence[Value], given: Mapping[str, tuple[int, ...]]
+                    ) -> dict[str, tuple[int, ...]]:
+    """A static shape per input: from ``--input-shape``, else declared dims with symbols bound."""
+    names = {v.name for v in inputs}
+    for name in given:
+        if name not in names:
+            raise UsageError(f"--input-shape: no model input is called '{name}' (inputs: "
+                             f"{', '.join(sorted(names))})")
+    bound: dict[str, int] = {}
+    for v in inputs:
+        if v.name in given:
+            _bind(v, given[v.name], bound)
+    return {v.name: given.get(v.name) or _default_shape(v, bound) for v in inputs}
+
+
+def _bind(v: Value, dims: tuple[int, ...], bound: dict[str, int]) -> None:
+    if v.shape is None:
+        return
+    if len(v.shape) != len(dims):
+        raise UsageError(f"--input-shape {v.name}: {len(dims)} dims given, the input has "
+                         f"rank {len(v.shape)} ({v.type})")
+    for want, got in zip(v.shape, dims, strict=True):
+        if isinstance(want, int) and want != got:
+            raise UsageError(f"--input-shape {v.name}: {list(dims)} does not fit {v.type}")
+        if isinstance(want, str) and bound.setdefault(want, got) != got:
+            raise UsageError(f"--input-shape {v.name}: dim '{want}' is {bound[want]} in "
+                             f"another input but {got} here")
+
+
+def _default_shape(v: Value, bound: dict[str, int]) -> tuple[int, ...]:
+    if v.shape is None:
+        raise UsageError(f"input '{v.name}' has unknown rank; give its shape with "
+                         f"--input-shape {v.name}:D0,D1,...")
+    dims = []
+    for d in v.shape:
+        if isinstance(d, str) and d not in bound:
+            log.warning("input '%s': symbolic dim '%s' set to 1 (use --input-shape to choose)",
+                        v.name, d)
+            bound[d] = 1
+        dims.append(bound[d] if isinstance(d, str) else d)
+    return tuple(dims)
+
+
+def random_feeds(inputs: Sequence[Value], shapes: Mapping[str, tuple[int, ...]], seed: int,
+                 max_bytes: int) -> dict[str, np.ndarray]:
+    """Seeded random arrays for ``inputs`` at ``shapes``."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for v in inputs:
+        shape = shapes[v.name]
+        need = int(np.prod(shape, dtype=object)) * np.dtype(v.dtype).itemsize
+        if need > max_bytes:
+            raise ResourceLimit(f"a random input of shape {list(shape)} needs {need} bytes, "
+                                f"over the budget of {max_bytes}", tensor=v.name)
+        feeds[v.name] = random_array(rng, v.dtype, shape)
+    return feeds
+
+
+def random_array(rng: np.random.Generator, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    kind = np.dtype(dtype).kind
+    if kind == "f":
+        return rng.standard_normal(shape).astype(dtype)
+    if kind == "b":
+        return rng.random(shape) < 0.5
+    return rng.integers(0, INT_HIGH, size=shape).astype(dtype)
