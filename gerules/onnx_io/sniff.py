@@ -31,7 +31,7 @@ _MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"%PDF-", "a PDF document"),
 )
 _PICKLE_PROTOCOLS = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")
-_TORCH_HINT = "a PyTorch checkpoint; export it with torch.onnx.export"
+_TORCH_HINT = "a PyTorch checkpoint? export the model with torch.onnx.export"
 
 
 def known_format(data: bytes) -> str | None:
@@ -42,7 +42,7 @@ def known_format(data: bytes) -> str | None:
                 return f"{name} ({_TORCH_HINT})"
             return name
     if data[:2] in _PICKLE_PROTOCOLS:
-        return f"a Python pickle (never loaded: unpickling runs code; if it is {_TORCH_HINT})"
+        return f"a Python pickle, never loaded since unpickling runs code ({_TORCH_HINT})"
     if len(data) >= 8 and data[4:8] == b"TFL3":
         return "a TensorFlow Lite model"
     if _is_safetensors(data):
