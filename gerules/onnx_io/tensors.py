@@ -142,4 +142,4 @@ def _from_typed(t: onnx.TensorProto, dtype: str, numel: int, name: str) -> np.nd
 def array_to_tensor(array: np.ndarray, name: str) -> onnx.TensorProto:
     """A ``TensorProto`` with ``raw_data`` holding ``array`` exactly."""
     dtypes.of(array)  # refuses element types the IR cannot hold
-    return numpy_helper.from_array(np.ascontiguousarray(array), name)
+    return numpy_helper.from_array(np.asarray(array, order="C"), name)  # keeps 0-d arrays 0-d

@@ -111,3 +111,19 @@ def test_external_data_sidecar_round_trips(tmp_path: Path, monkeypatch: pytest.M
     assert np.array_equal(loaded.initializers["b"], big)
     x = rng.standard_normal((3, 600)).astype(np.float32)
     assert np.array_equal(run_graph(loaded, {"x": x})["y"], _ort(str(path), {"x": x})[0])
+
+
+def test_scalar_and_empty_initializers_keep_their_shapes() -> None:
+    graph = Graph(
+        nodes=(Node("Mul", ("x", "k"), ("s",), name="scale"),
+               Node("Add", ("s", "e"), ("y",), name="add")),
+        inputs=(Value.of("x", "float32", (0, 4)),),
+        outputs=(Value.of("y", "float32", (0, 4)),),
+        initializers={"k": np.array(3.0, dtype=np.float32),
+                      "e": np.zeros((0, 4), dtype=np.float32)},
+    )
+    model = to_model_proto(graph)
+    onnx.checker.check_model(model, full_check=True)
+    assert {t.name: list(t.dims) for t in model.graph.initializer} == {"k": [], "e": [0, 4]}
+    loaded = load_model(model.SerializeToString())
+    assert loaded.initializers["k"].shape == () and loaded.initializers["e"].shape == (0, 4)
