@@ -76,6 +76,9 @@ KernelFn = Callable[[Sequence["np.ndarray | None"], Call], Sequence[np.ndarray]]
 # outputs, or None when the types are not static enough.
 FoldTypesFn = Callable[[Sequence["TensorType | None"], Call], "Sequence[np.ndarray] | None"]
 FlopsFn = Callable[[Sequence["TensorType | None"], Sequence[TensorType], Call], int]
+# For ops whose NPU unit depends on the operands (Gather of a shape vector is AI CPU work,
+# Gather of an embedding table is not): the unit for these input and output types.
+UnitFn = Callable[[Sequence["TensorType | None"], Sequence[TensorType]], Unit]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +106,7 @@ class OpSchema:
     flops: FlopsFn | None = None
     fold_types: FoldTypesFn | None = None
     doc: str = ""
+    unit_of: UnitFn | None = None
 
     @property
     def qualified_op(self) -> str:
@@ -130,6 +134,16 @@ class OpSchema:
 
     def has(self, trait: str) -> bool:
         return trait in self.traits
+
+    def unit_for(self, inputs: Sequence[TensorType | None],
+                 outputs: Sequence[TensorType]) -> Unit:
+        """The unit that runs this op on these types (``unit`` unless ``unit_of`` decides)."""
+        if self.unit_of is None:
+            return self.unit
+        try:
+            return self.unit_of(inputs, outputs)
+        except (TypeError, ValueError, IndexError):
+            return self.unit
 
     def resolve(self, attrs: Mapping[str, AttrValue]) -> dict[str, AttrValue]:
         """Node attributes with defaults filled in. Unknown or missing ones raise."""

@@ -9,9 +9,25 @@ from ..registry import OpSchema
 
 
 def all_schemas() -> list[OpSchema]:
-    from . import elementwise
+    from . import (
+        activation,
+        conv,
+        elementwise,
+        expr,
+        fused,
+        gather,
+        linalg,
+        movement,
+        norm,
+        pool,
+        reduce,
+        resize,
+        shape,
+        softmax,
+    )
 
     schemas: list[OpSchema] = []
-    for module in (elementwise,):
+    for module in (elementwise, activation, softmax, conv, pool, norm, linalg, reduce, shape,
+                   movement, gather, resize, fused, expr):
         schemas.extend(module.SCHEMAS)
     return schemas

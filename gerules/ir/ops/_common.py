@@ -4,11 +4,16 @@ Invariants:
 - ``broadcast`` follows NumPy/ONNX multidirectional broadcasting; a symbolic dim broadcasts
   against 1 and equals only itself; a mismatch of two known dims raises ``ShapeError``.
 - Builders return ``OpSchema`` objects whose ``infer`` and ``kernel`` agree on dtype and shape.
+- ``"?"`` in an inferred shape is a dim nobody can know before run time; the graph-level
+  inference renames each one to a fresh symbol.
+- Kernels and inference functions read operands with ``at(seq, i)``: a node may omit trailing
+  optional inputs, so ``seq`` can be shorter than the schema's port list.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -20,9 +25,78 @@ from ..registry import (
     INPLACE,
     AttrSpec,
     Call,
+    FlopsFn,
+    FoldTypesFn,
+    InferFn,
+    KernelFn,
     OpSchema,
     Port,
+    Unit,
+    UnitFn,
 )
+
+T = TypeVar("T")
+UNKNOWN = "?"
+Arrays = Sequence["np.ndarray | None"]
+Types = Sequence["TensorType | None"]
+
+
+# ----------------------------------------------------------------------------- operands
+
+
+def at(seq: Sequence[T | None], i: int) -> T | None:
+    """``seq[i]``, or ``None`` when the node omitted that (optional) operand."""
+    return seq[i] if 0 <= i < len(seq) else None
+
+
+def need(t: T | None, op: str, what: str = "input") -> T:
+    """An operand that must be present (its type or value)."""
+    if t is None:
+        raise ShapeError(f"{op}: {what} is required")
+    return t
+
+
+def ints(value: Any) -> list[int]:
+    """A constant tensor or attribute as a list of Python ints."""
+    return [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+def floats(value: Any) -> list[float]:
+    return [float(v) for v in np.asarray(value).reshape(-1)]
+
+
+def is_static(shape: Shape | None) -> bool:
+    return shape is not None and all(isinstance(d, int) for d in shape)
+
+
+def numel(shape: Sequence[Dim]) -> int | None:
+    n = 1
+    for d in shape:
+        if not isinstance(d, int):
+            return None
+        n *= d
+    return n
+
+
+def prod(values: Iterable[int]) -> int:
+    n = 1
+    for v in values:
+        n *= int(v)
+    return n
+
+
+def dim_op(fn: Callable[..., int], *dims: Dim) -> Dim:
+    """``fn`` over known dims, ``"?"`` when any of them is symbolic."""
+    if all(isinstance(d, int) for d in dims):
+        return int(fn(*dims))
+    return UNKNOWN
+
+
+def fmt(shape: Shape | None) -> str:
+    return "?" if shape is None else "[" + ",".join(str(d) for d in shape) + "]"
+
+
+# ----------------------------------------------------------------------------- shapes
 
 
 def broadcast(*shapes: Shape | None) -> Shape | None:
@@ -39,20 +113,18 @@ def broadcast(*shapes: Shape | None) -> Shape | None:
 
 def _broadcast_dim(dims: list[Dim], shapes: Sequence[Shape | None]) -> Dim:
     known = {d for d in dims if isinstance(d, int) and d != 1}
-    symbols = {d for d in dims if isinstance(d, str)}
+    symbols = {d for d in dims if isinstance(d, str) and d != UNKNOWN}
     if len(known) > 1:
-        raise ShapeError(f"shapes {' and '.join(_fmt(s) for s in shapes)} do not broadcast")
+        raise ShapeError(f"shapes {' and '.join(fmt(s) for s in shapes)} do not broadcast")
     if known:
         return known.pop()
+    if UNKNOWN in dims:
+        return UNKNOWN
     if len(symbols) == 1:
         return symbols.pop()
     if symbols:
         return sorted(symbols)[0]  # equal at run time or the run fails; keep one name
     return 1
-
-
-def _fmt(shape: Shape | None) -> str:
-    return "?" if shape is None else "[" + ",".join(str(d) for d in shape) + "]"
 
 
 def norm_axis(axis: int, rank: int, what: str = "axis") -> int:
@@ -62,7 +134,15 @@ def norm_axis(axis: int, rank: int, what: str = "axis") -> int:
     return axis % rank
 
 
-def same_dtype(types: Sequence[TensorType | None], op: str) -> str:
+def norm_axes(axes: Iterable[int], rank: int, what: str = "axes") -> list[int]:
+    """Axes mapped to ``[0, rank)``; duplicates raise."""
+    out = [norm_axis(int(a), rank, what) for a in axes]
+    if len(set(out)) != len(out):
+        raise ShapeError(f"{what} {list(axes)} repeat an axis")
+    return out
+
+
+def same_dtype(types: Types, op: str) -> str:
     """The common dtype of the present operands; mixing dtypes raises."""
     dts = {t.dtype for t in types if t is not None}
     if len(dts) > 1:
@@ -70,6 +150,88 @@ def same_dtype(types: Sequence[TensorType | None], op: str) -> str:
     if not dts:
         raise ShapeError(f"{op} has no typed operands")
     return dts.pop()
+
+
+def numel_of(t: TensorType | None) -> int:
+    """Element count for the cost model (symbolic dims were already replaced by 1)."""
+    return 0 if t is None else (t.numel() or 0)
+
+
+def out_elems(factor: int = 1) -> FlopsFn:
+    """A ``flops`` function: ``factor`` operations per element of output 0."""
+    return lambda ins, outs, call: factor * numel_of(outs[0] if outs else None)
+
+
+def in_elems(factor: int = 1) -> FlopsFn:
+    """A ``flops`` function: ``factor`` operations per element of input 0."""
+    return lambda ins, outs, call: factor * numel_of(at(ins, 0))
+
+
+def shape_math_unit(ins: Types, outs: Sequence[TensorType]) -> Unit:
+    """"scalar" when the op computes a shape vector (int64, rank <= 1), else "vector"."""
+    out = outs[0] if outs else None
+    if out is not None and out.dtype == "int64" and out.shape is not None and len(out.shape) <= 1:
+        return "scalar"
+    return "vector"
+
+
+# ----------------------------------------------------------------------------- builders
+
+
+def ports(spec: str) -> tuple[Port, ...]:
+    """Ports from ``"X W B?"``: ``?`` marks optional, ``*`` variadic (last port only)."""
+    out = []
+    for word in spec.split():
+        name = word.rstrip("?*")
+        out.append(Port(name, optional="?" in word, variadic="*" in word))
+    return tuple(out)
+
+
+def attr(name: str, kind: str, default: Any = None, required: bool = False) -> AttrSpec:
+    if isinstance(default, list):
+        default = tuple(default)
+    return AttrSpec(name, kind, default, required)  # type: ignore[arg-type]
+
+
+def schema(
+    op: str,
+    since: int,
+    inputs: str,
+    outputs: str,
+    infer: InferFn,
+    kernel: KernelFn,
+    *,
+    attrs: Sequence[AttrSpec] = (),
+    unit: Unit = "vector",
+    traits: Iterable[str] = (),
+    flops: FlopsFn | None = None,
+    fold_types: FoldTypesFn | None = None,
+    unit_of: UnitFn | None = None,
+    domain: str = "",
+    doc: str = "",
+) -> OpSchema:
+    """An ``OpSchema`` from the compact port notation of ``ports``."""
+    return OpSchema(
+        op=op,
+        since_version=since,
+        inputs=ports(inputs),
+        outputs=ports(outputs),
+        infer=infer,
+        kernel=kernel,
+        attrs={a.name: a for a in attrs},
+        domain=domain,
+        unit=unit,
+        traits=frozenset(traits),
+        flops=flops,
+        fold_types=fold_types,
+        doc=doc,
+        unit_of=unit_of,
+    )
+
+
+def widen(x: np.ndarray) -> np.ndarray:
+    """float16 promoted to float32 for transcendental math (cast back by the caller)."""
+    return x.astype(np.float32) if x.dtype == np.float16 else x
 
 
 def unary(
@@ -80,31 +242,30 @@ def unary(
     attrs: Sequence[AttrSpec] = (),
     doc: str = "",
     flops_per_elem: int = 1,
+    dtypes: frozenset[str] | None = None,
+    out_dtype: str | None = None,
 ) -> OpSchema:
-    """An elementwise unary op; ``fn(x, **attrs)`` computes it in x's dtype."""
+    """An elementwise unary op; ``fn(x, **attrs)`` computes it (float16 math runs in float32).
 
-    def infer(types: Sequence[TensorType | None], _c: object, call: Call) -> list[TensorType]:
-        x = types[0]
-        assert x is not None
-        return [x]
+    ``dtypes`` restricts the accepted operand types; ``out_dtype`` fixes the result type
+    (``"bool"`` for IsNaN), otherwise the result has the operand's dtype.
+    """
 
-    def kernel(inputs: Sequence[np.ndarray | None], call: Call) -> list[np.ndarray]:
-        x = inputs[0]
-        assert x is not None
-        return [np.asarray(fn(x, **call.attrs)).astype(x.dtype, copy=False)]
+    def infer(types: Types, _c: object, call: Call) -> list[TensorType]:
+        x = need(at(types, 0), op)
+        if dtypes is not None and x.dtype not in dtypes:
+            raise ShapeError(f"{op} does not take {x.dtype}")
+        return [TensorType(out_dtype or x.dtype, x.shape)]
 
-    return OpSchema(
-        op=op,
-        since_version=since,
-        inputs=(Port("X"),),
-        outputs=(Port("Y"),),
-        infer=infer,
-        kernel=kernel,
-        attrs={a.name: a for a in attrs},
-        traits=frozenset({ELEMENTWISE, INPLACE}),
-        flops=lambda ins, outs, call: flops_per_elem * (outs[0].numel() or 0),
-        doc=doc,
-    )
+    def kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+        x = need(at(inputs, 0), op)
+        with np.errstate(all="ignore"):
+            y = np.asarray(fn(widen(x), **call.attrs))
+        return [y.astype(out_dtype or x.dtype, copy=False)]
+
+    traits = {ELEMENTWISE} | ({INPLACE} if out_dtype is None else set())
+    return schema(op, since, "X", "Y", infer, kernel, attrs=attrs, traits=traits,
+                  flops=out_elems(flops_per_elem), doc=doc)
 
 
 def binary(
@@ -114,41 +275,61 @@ def binary(
     *,
     commutative: bool = False,
     out_dtype: str | None = None,
+    dtypes: frozenset[str] | None = None,
+    attrs: Sequence[AttrSpec] = (),
     doc: str = "",
 ) -> OpSchema:
     """An elementwise binary op with multidirectional broadcasting.
 
     ``out_dtype`` fixes the result type (``"bool"`` for comparisons); otherwise the result
-    has the operands' common dtype.
+    has the operands' common dtype. ``fn`` receives the node's attributes as keywords when
+    the op declares any.
     """
 
-    def infer(types: Sequence[TensorType | None], _c: object, call: Call) -> list[TensorType]:
-        a, b = types[0], types[1]
-        assert a is not None and b is not None
+    def infer(types: Types, _c: object, call: Call) -> list[TensorType]:
+        a, b = need(at(types, 0), op, "A"), need(at(types, 1), op, "B")
         dtype = same_dtype([a, b], op)
+        if dtypes is not None and dtype not in dtypes:
+            raise ShapeError(f"{op} does not take {dtype}")
         return [TensorType(out_dtype or dtype, broadcast(a.shape, b.shape))]
 
-    def kernel(inputs: Sequence[np.ndarray | None], call: Call) -> list[np.ndarray]:
-        a, b = inputs[0], inputs[1]
-        assert a is not None and b is not None
+    def kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+        a, b = need(at(inputs, 0), op, "A"), need(at(inputs, 1), op, "B")
         try:
-            y = fn(a, b)
+            with np.errstate(all="ignore"):
+                y = fn(a, b, **call.attrs) if attrs else fn(a, b)
         except ValueError as e:
             raise KernelError(f"{op}: {e}") from None
-        return [np.asarray(y, dtype=out_dtype or a.dtype)]
+        return [np.asarray(y).astype(out_dtype or a.dtype, copy=False)]
 
     traits = {ELEMENTWISE}
     if commutative:
         traits.add(COMMUTATIVE)
     if out_dtype is None:
         traits.add(INPLACE)
-    return OpSchema(
-        op=op,
-        since_version=since,
-        inputs=(Port("A"), Port("B")),
-        outputs=(Port("C"),),
-        infer=infer,
-        kernel=kernel,
-        traits=frozenset(traits),
-        doc=doc,
-    )
+    return schema(op, since, "A B", "C", infer, kernel, attrs=attrs, traits=traits,
+                  flops=out_elems(1), doc=doc)
+
+
+# ----------------------------------------------------------------------------- attributes
+
+
+def iattr(call: Call, name: str, default: int = 0) -> int:
+    value = call.attrs.get(name)
+    return default if value is None else int(value)  # type: ignore[arg-type]
+
+
+def fattr(call: Call, name: str, default: float = 0.0) -> float:
+    value = call.attrs.get(name)
+    return default if value is None else float(value)  # type: ignore[arg-type]
+
+
+def sattr(call: Call, name: str, default: str = "") -> str:
+    value = call.attrs.get(name)
+    return default if value is None else str(value)
+
+
+def lattr(call: Call, name: str) -> list[int] | None:
+    """An ``ints`` attribute as a list, ``None`` when absent."""
+    value = call.attrs.get(name)
+    return None if value is None else ints(value)

@@ -1,0 +1,235 @@
+"""Matrix products (ai.onnx): MatMul, Gemm, Einsum, MatMulInteger.
+
+Invariants:
+- MatMul follows NumPy's ``matmul``: 1-D operands are promoted and the promoted dim
+  removed again, batch dims broadcast; inner dims that are both known must agree
+  ("MatMul: inner dims 4 and 5 differ"). ``matmul_type`` is shared with ge.FusedMatMul.
+- float16 products run in float32 and are rounded once; other types keep their dtype.
+- Einsum inference parses the equation (explicit or implicit output, ``...``) and gives each
+  output letter its input size; a letter bound to two different known sizes raises.
+- FLOPs are ``2 * MACs``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ...errors import ShapeError
+from ..graph import Dim, Shape, TensorType
+from ..registry import Call
+from ._common import (
+    Arrays,
+    Types,
+    at,
+    attr,
+    broadcast,
+    fattr,
+    fmt,
+    iattr,
+    need,
+    numel_of,
+    same_dtype,
+    sattr,
+    schema,
+    widen,
+)
+
+
+def matmul_shape(a: Shape | None, b: Shape | None, op: str = "MatMul") -> Shape | None:
+    """The shape of ``a @ b`` with NumPy's promotion rules."""
+    if a is None or b is None:
+        return None
+    if len(a) == 0 or len(b) == 0:
+        raise ShapeError(f"{op}: operands must not be scalars")
+    a2 = (1, *a) if len(a) == 1 else a
+    b2 = (*b, 1) if len(b) == 1 else b
+    k1, k2 = a2[-1], b2[-2]
+    if isinstance(k1, int) and isinstance(k2, int) and k1 != k2:
+        raise ShapeError(f"{op}: inner dims {k1} and {k2} differ ({fmt(a)} @ {fmt(b)})")
+    batch = broadcast(a2[:-2], b2[:-2]) or ()
+    out: tuple[Dim, ...] = (*batch, a2[-2], b2[-1])
+    if len(a) == 1:
+        out = out[:-2] + out[-1:]
+    if len(b) == 1:
+        out = out[:-1]
+    return out
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` in a's dtype (float16 computed in float32)."""
+    return np.matmul(widen(a), widen(b)).astype(a.dtype, copy=False)
+
+
+def _matmul_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
+    a, b = need(at(types, 0), "MatMul", "A"), need(at(types, 1), "MatMul", "B")
+    return [TensorType(same_dtype([a, b], "MatMul"), matmul_shape(a.shape, b.shape))]
+
+
+def _matmul_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    a, b = need(at(inputs, 0), "MatMul", "A"), need(at(inputs, 1), "MatMul", "B")
+    return [matmul(a, b)]
+
+
+def matmul_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
+    a = at(ins, 0)
+    k = a.shape[-1] if a is not None and a.shape else 1
+    return 2 * numel_of(outs[0]) * (k if isinstance(k, int) else 1)
+
+
+# ----------------------------------------------------------------------------- Gemm
+
+
+def _gemm_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
+    a, b = need(at(types, 0), "Gemm", "A"), need(at(types, 1), "Gemm", "B")
+    dtype = same_dtype([a, b, at(types, 2)], "Gemm")
+    if a.shape is None or b.shape is None:
+        return [TensorType(dtype, None)]
+    if len(a.shape) != 2 or len(b.shape) != 2:
+        raise ShapeError(f"Gemm: operands must be 2-D, got {fmt(a.shape)} and {fmt(b.shape)}")
+    m, k1 = a.shape[::-1] if iattr(call, "transA") else a.shape
+    k2, n = b.shape[::-1] if iattr(call, "transB") else b.shape
+    if isinstance(k1, int) and isinstance(k2, int) and k1 != k2:
+        raise ShapeError(f"Gemm: inner dims {k1} and {k2} differ")
+    c = at(types, 2)
+    if c is not None and c.shape is not None:
+        out = broadcast((m, n), c.shape)
+        if out is not None and len(out) > 2:
+            raise ShapeError(f"Gemm: C {fmt(c.shape)} does not broadcast to [{m},{n}]")
+    return [TensorType(dtype, (m, n))]
+
+
+def _gemm_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    a, b = need(at(inputs, 0), "Gemm", "A"), need(at(inputs, 1), "Gemm", "B")
+    a2, b2 = widen(a), widen(b)
+    if iattr(call, "transA"):
+        a2 = a2.T
+    if iattr(call, "transB"):
+        b2 = b2.T
+    y = np.matmul(a2, b2)
+    alpha, beta = fattr(call, "alpha", 1.0), fattr(call, "beta", 1.0)
+    if alpha != 1.0:
+        y = y * y.dtype.type(alpha)
+    c = at(inputs, 2)
+    if c is not None and beta != 0.0:
+        y = y + widen(c) * y.dtype.type(beta)
+    return [np.asarray(y).astype(a.dtype, copy=False)]
+
+
+def _gemm_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
+    a = at(ins, 0)
+    k = (a.shape[0] if iattr(call, "transA") else a.shape[-1]) if a and a.shape else 1
+    extra = 2 if at(ins, 2) is not None else 0
+    return (2 * (k if isinstance(k, int) else 1) + extra) * numel_of(outs[0])
+
+
+# ----------------------------------------------------------------------------- Einsum
+
+
+def _parse_einsum(eq: str, ranks: Sequence[int]) -> tuple[list[str], str]:
+    """Each input's labels (``...`` expanded to ``0..9`` digits) and the output labels."""
+    eq = eq.replace(" ", "")
+    lhs, _, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ranks):
+        raise ShapeError(f"Einsum: equation has {len(terms)} operands, got {len(ranks)}")
+    ell = max((r - len(t.replace("...", "")) for t, r in zip(terms, ranks, strict=True)
+               if "..." in t), default=0)
+    digits = "".join(str(i) for i in range(ell))
+    labels = []
+    for t, r in zip(terms, ranks, strict=True):
+        if "..." in t:
+            n = r - len(t.replace("...", ""))
+            t = t.replace("...", digits[ell - n:] if n else "")
+        if len(t) != r or not all(ch.isalpha() or ch.isdigit() for ch in t):
+            raise ShapeError(f"Einsum: term {t!r} does not fit an operand of rank {r}")
+        labels.append(t)
+    if "->" in eq:
+        out = rhs.replace("...", digits)
+    else:
+        counts = {ch: "".join(labels).count(ch) for ch in "".join(labels)}
+        out = digits + "".join(sorted(ch for ch, n in counts.items() if n == 1 and
+                                      ch.isalpha()))
+    return labels, out
+
+
+def _einsum_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
+    present = [need(t, "Einsum") for t in types]
+    dtype = same_dtype(present, "Einsum")
+    if any(t.shape is None for t in present):
+        return [TensorType(dtype, None)]
+    labels, out = _parse_einsum(sattr(call, "equation"), [len(t.shape) for t in present])  # type: ignore[arg-type]
+    sizes: dict[str, Dim] = {}
+    for term, t in zip(labels, present, strict=True):
+        for ch, d in zip(term, t.shape, strict=True):  # type: ignore[arg-type]
+            sizes[ch] = _merge_dim(sizes.get(ch), d, ch)
+    for ch in out:
+        if ch not in sizes:
+            raise ShapeError(f"Einsum: output label {ch!r} is in no input")
+    return [TensorType(dtype, tuple(sizes[ch] for ch in out))]
+
+
+def _merge_dim(old: Dim | None, new: Dim, label: str) -> Dim:
+    if old is None or old == 1 and label.isdigit():
+        return new
+    if new == 1 and label.isdigit():
+        return old
+    if isinstance(old, int) and isinstance(new, int) and old != new:
+        raise ShapeError(f"Einsum: label {label!r} is both {old} and {new}")
+    return old if isinstance(old, int) else new
+
+
+def _einsum_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    xs = [need(x, "Einsum") for x in inputs]
+    y = np.einsum(sattr(call, "equation"), *[widen(x) for x in xs], optimize=len(xs) > 2)
+    return [np.asarray(y).astype(xs[0].dtype, copy=False)]
+
+
+def _einsum_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
+    present = [t for t in ins if t is not None and t.shape is not None]
+    try:
+        labels, _ = _parse_einsum(sattr(call, "equation"), [len(t.shape) for t in present])  # type: ignore[arg-type]
+    except ShapeError:
+        return numel_of(outs[0])
+    sizes = {ch: d for term, t in zip(labels, present, strict=True)
+             for ch, d in zip(term, t.shape, strict=True)}  # type: ignore[arg-type]
+    total = 1
+    for d in sizes.values():
+        total *= d if isinstance(d, int) else 1
+    return 2 * total
+
+
+# ----------------------------------------------------------------------------- MatMulInteger
+
+
+def _mmi_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
+    a, b = need(at(types, 0), "MatMulInteger", "A"), need(at(types, 1), "MatMulInteger", "B")
+    return [TensorType("int32", matmul_shape(a.shape, b.shape, "MatMulInteger"))]
+
+
+def _mmi_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    a, b = need(at(inputs, 0), "MatMulInteger"), need(at(inputs, 1), "MatMulInteger")
+    a32, b32 = a.astype(np.int32), b.astype(np.int32)
+    za, zb = at(inputs, 2), at(inputs, 3)
+    if za is not None:
+        a32 = a32 - (za.astype(np.int32)[:, None] if za.ndim == 1 else za.astype(np.int32))
+    if zb is not None:
+        b32 = b32 - zb.astype(np.int32)
+    return [np.matmul(a32, b32).astype(np.int32)]
+
+
+SCHEMAS = [
+    schema("MatMul", 1, "A B", "Y", _matmul_infer, _matmul_kernel, unit="cube",
+           flops=matmul_flops, doc="matrix product with NumPy batching and 1-D promotion"),
+    schema("Gemm", 7, "A B C?", "Y", _gemm_infer, _gemm_kernel, unit="cube",
+           attrs=[attr("alpha", "float", 1.0), attr("beta", "float", 1.0),
+                  attr("transA", "int", 0), attr("transB", "int", 0)],
+           flops=_gemm_flops, doc="Y = alpha * A' @ B' + beta * C (C broadcasts)"),
+    schema("Einsum", 12, "Inputs*", "Output", _einsum_infer, _einsum_kernel, unit="cube",
+           attrs=[attr("equation", "string", required=True)], flops=_einsum_flops,
+           doc="Einstein summation over the equation's labels"),
+    schema("MatMulInteger", 10, "A B a_zero_point? b_zero_point?", "Y", _mmi_infer,
+           _mmi_kernel, unit="cube", flops=matmul_flops,
+           doc="int32 product of 8-bit integers minus their zero points"),
+]

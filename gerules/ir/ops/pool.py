@@ -1,0 +1,166 @@
+"""Pooling (ai.onnx): MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool.
+
+Invariants:
+- Windows follow ``_window`` (pads, ``auto_pad``, dilations, ``ceil_mode``); the kernels loop
+  over kernel taps only, each tap one strided slice of the padded input.
+- MaxPool pads with ``-inf`` (the dtype's minimum for integers), so pads never win; its
+  optional ``Indices`` output holds the flat index of the first maximum in the unpadded
+  input (row-major, or column-major over the spatial dims with ``storage_order=1``).
+- AveragePool divides by the taps that land on the input, or, with
+  ``count_include_pad=1``, on the input or its explicit pads (never the extra cells that
+  ``ceil_mode`` adds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ...errors import ShapeError
+from ..graph import TensorType
+from ..registry import Call, OpSchema
+from ._common import Arrays, Types, at, attr, need, prod, schema, widen
+from ._window import Window, kernel_of, out_shape, pad_for, taps, window, window_counts
+
+POOL_ATTRS = [
+    attr("auto_pad", "string", "NOTSET"),
+    attr("ceil_mode", "int", 0),
+    attr("dilations", "ints"),
+    attr("kernel_shape", "ints", required=True),
+    attr("pads", "ints"),
+    attr("strides", "ints"),
+]
+
+
+def _pool_infer(op: str) -> object:
+    def infer(types: Types, _c: object, call: Call) -> list[TensorType]:
+        x = need(at(types, 0), op)
+        if x.shape is None:
+            return [TensorType(x.dtype, None)] * max(1, call.num_outputs)
+        if len(x.shape) < 3:
+            raise ShapeError(f"{op}: input rank {len(x.shape)} has no spatial dims")
+        kernel = kernel_of(call.attrs, None, len(x.shape) - 2)
+        sp = out_shape(x.shape[2:], kernel, call.attrs, bool(call.attrs.get("ceil_mode", 0)))
+        y = TensorType(x.dtype, (*x.shape[:2], *sp))
+        return [y, TensorType("int64", y.shape)][: max(1, call.num_outputs)]
+
+    return infer
+
+
+def _geometry(x: np.ndarray, call: Call) -> Window:
+    kernel = kernel_of(call.attrs, None, x.ndim - 2)
+    return window(x.shape[2:], kernel, call.attrs, bool(call.attrs.get("ceil_mode", 0)))
+
+
+def _lowest(dtype: np.dtype) -> float | int:
+    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+
+
+def _max_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    x = need(at(inputs, 0), "MaxPool")
+    win = _geometry(x, call)
+    xp = pad_for(x, win, _lowest(x.dtype))
+    y: np.ndarray | None = None
+    best_tap = None
+    for t, sl in enumerate(taps(win)):
+        part = xp[(slice(None), slice(None), *sl)]
+        if y is None:
+            y, best_tap = part.copy(), np.zeros(part.shape, dtype=np.int64)
+            continue
+        if call.num_outputs > 1:
+            better = part > y
+            best_tap[better] = t  # type: ignore[index]
+        np.maximum(y, part, out=y)
+    assert y is not None and best_tap is not None
+    if call.num_outputs < 2:
+        return [y]
+    order = int(call.attrs.get("storage_order", 0))  # type: ignore[arg-type]
+    return [y, _indices(best_tap, x.shape, win, order)]
+
+
+def _indices(best_tap: np.ndarray, shape: Sequence[int], win: Window,
+             order: int) -> np.ndarray:
+    """Flat input index of each window's winning tap."""
+    offsets = np.array(np.unravel_index(best_tap, win.kernel))  # [n_sp, *out_shape]
+    sp = shape[2:]
+    flat = np.zeros(best_tap.shape, dtype=np.int64)
+    strides = [prod(sp[i + 1:]) for i in range(len(sp))]
+    if order == 1:
+        strides = [prod(sp[:i]) for i in range(len(sp))]
+    for i in range(len(sp)):
+        start = np.arange(win.out[i]) * win.strides[i] - win.begin[i]
+        bshape = [1] * best_tap.ndim
+        bshape[2 + i] = win.out[i]
+        pos = start.reshape(bshape) + offsets[i] * win.dilations[i]
+        flat += pos * strides[i]
+    nc = np.arange(shape[0] * shape[1], dtype=np.int64).reshape(shape[0], shape[1])
+    return flat + (nc * prod(sp)).reshape(shape[0], shape[1], *([1] * len(sp)))
+
+
+def _avg_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    x = need(at(inputs, 0), "AveragePool")
+    win = _geometry(x, call)
+    xw = widen(x)
+    xp = pad_for(xw, win, 0)
+    total = np.zeros((*x.shape[:2], *win.out), dtype=xw.dtype)
+    for sl in taps(win):
+        total += xp[(slice(None), slice(None), *sl)]
+    include = bool(call.attrs.get("count_include_pad", 0))
+    count = np.ones((1, 1), dtype=xw.dtype)
+    for i in range(len(win.kernel)):
+        c = window_counts(x.shape[2 + i], win, i, include).astype(xw.dtype)
+        count = count[..., None] * c
+    with np.errstate(all="ignore"):
+        return [(total / count).astype(x.dtype, copy=False)]
+
+
+def _global_infer(op: str) -> object:
+    def infer(types: Types, _c: object, call: Call) -> list[TensorType]:
+        x = need(at(types, 0), op)
+        if x.shape is None:
+            return [x]
+        if len(x.shape) < 3:
+            raise ShapeError(f"{op}: input rank {len(x.shape)} has no spatial dims")
+        return [TensorType(x.dtype, (*x.shape[:2], *([1] * (len(x.shape) - 2))))]
+
+    return infer
+
+
+def _global(fn: object) -> object:
+    def kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+        x = need(at(inputs, 0), "GlobalPool")
+        axes = tuple(range(2, x.ndim))
+        return [np.asarray(fn(widen(x), axis=axes, keepdims=True)).astype(x.dtype)]  # type: ignore
+
+    return kernel
+
+
+def _pool_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
+    kernel = call.attrs.get("kernel_shape") or (1,)
+    return (outs[0].numel() or 0) * prod(kernel)  # type: ignore[arg-type]
+
+
+def _in_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
+    x = at(ins, 0)
+    return 0 if x is None else (x.numel() or 0)
+
+
+def _build(op: str, since: int, infer: object, kernel: object, extra: list, outputs: str,
+           flops: object, doc: str) -> OpSchema:
+    return schema(op, since, "X", outputs, infer, kernel, attrs=extra,  # type: ignore[arg-type]
+                  flops=flops, doc=doc)  # type: ignore[arg-type]
+
+
+SCHEMAS = [
+    _build("MaxPool", 1, _pool_infer("MaxPool"), _max_kernel,
+           [*POOL_ATTRS, attr("storage_order", "int", 0)], "Y Indices?", _pool_flops,
+           "max over sliding windows (dilations, ceil_mode, auto_pad; optional Indices)"),
+    _build("AveragePool", 1, _pool_infer("AveragePool"), _avg_kernel,
+           [*POOL_ATTRS, attr("count_include_pad", "int", 0)], "Y", _pool_flops,
+           "mean over sliding windows (count_include_pad, ceil_mode, dilations)"),
+    _build("GlobalAveragePool", 1, _global_infer("GlobalAveragePool"), _global(np.mean), [],
+           "Y", _in_flops, "mean over all spatial dims, kept as size 1"),
+    _build("GlobalMaxPool", 1, _global_infer("GlobalMaxPool"), _global(np.max), [],
+           "Y", _in_flops, "max over all spatial dims, kept as size 1"),
+]

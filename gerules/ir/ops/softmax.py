@@ -1,0 +1,96 @@
+"""Softmax, LogSoftmax and Hardmax in both of their ONNX meanings.
+
+Invariants:
+- Opset 1-12 ("coerce to 2-D"): the input is viewed as ``[prod(shape[:axis]),
+  prod(shape[axis:])]`` and normalised over the second dim; ``axis`` defaults to 1.
+- Opset 13+: normalised along ``axis`` alone; ``axis`` defaults to -1.
+- Softmax subtracts the maximum before ``exp`` (stable) and computes float16 in float32.
+- Hardmax marks the first maximum along the axis with 1 and all else with 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..graph import TensorType
+from ..registry import INPLACE, Call, OpSchema
+from ._common import Arrays, Types, at, attr, need, norm_axis, schema, widen
+
+AxisFn = Callable[[np.ndarray, int], np.ndarray]
+
+
+def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    z = x - np.max(x, axis=axis, keepdims=True)
+    e = np.exp(z)
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    z = x - np.max(x, axis=axis, keepdims=True)
+    return z - np.log(np.sum(np.exp(z), axis=axis, keepdims=True))
+
+
+def _hardmax(x: np.ndarray, axis: int) -> np.ndarray:
+    first = np.expand_dims(np.argmax(x, axis=axis), axis)
+    out = np.zeros_like(x)
+    np.put_along_axis(out, first, 1, axis=axis)
+    return out
+
+
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Stable per-axis softmax computed in float32 (or wider); keeps x's dtype."""
+    with np.errstate(all="ignore"):
+        return _softmax(widen(x), axis).astype(x.dtype, copy=False)
+
+
+def _per_axis(fn: AxisFn) -> AxisFn:
+    def run(x: np.ndarray, axis: int) -> np.ndarray:
+        return fn(x, norm_axis(axis, max(x.ndim, 1)))
+
+    return run
+
+
+def _coerced(fn: AxisFn) -> AxisFn:
+    def run(x: np.ndarray, axis: int) -> np.ndarray:
+        a = norm_axis(axis, max(x.ndim, 1))
+        rows = int(np.prod(x.shape[:a], dtype=np.int64))
+        if x.size == 0:
+            return x.copy()
+        return fn(x.reshape(rows, -1), 1).reshape(x.shape)
+
+    return run
+
+
+def _build(op: str, since: int, fn: AxisFn, flops: int, doc: str) -> OpSchema:
+    run = _per_axis(fn) if since >= 13 else _coerced(fn)
+
+    def infer(types: Types, _c: object, call: Call) -> list[TensorType]:
+        x = need(at(types, 0), op)
+        if x.shape is not None:
+            norm_axis(int(call.attrs["axis"]), max(len(x.shape), 1))  # type: ignore[arg-type]
+        return [x]
+
+    def kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+        x = need(at(inputs, 0), op)
+        with np.errstate(all="ignore"):
+            y = run(widen(x), int(call.attrs["axis"]))  # type: ignore[arg-type]
+        return [np.asarray(y).astype(x.dtype, copy=False)]
+
+    return schema(op, since, "input", "output", infer, kernel,
+                  attrs=[attr("axis", "int", -1 if since >= 13 else 1)], traits={INPLACE},
+                  flops=lambda ins, outs, call: flops * (outs[0].numel() or 0), doc=doc)
+
+
+_OLD = " over the input coerced to 2-D at axis (opset 1-12)"
+_NEW = " along one axis (opset 13+)"
+
+SCHEMAS = [
+    _build("Softmax", 1, _softmax, 5, "softmax" + _OLD),
+    _build("Softmax", 13, _softmax, 5, "softmax" + _NEW),
+    _build("LogSoftmax", 1, _log_softmax, 6, "log of softmax" + _OLD),
+    _build("LogSoftmax", 13, _log_softmax, 6, "log of softmax" + _NEW),
+    _build("Hardmax", 1, _hardmax, 2, "one-hot of the first maximum" + _OLD),
+    _build("Hardmax", 13, _hardmax, 2, "one-hot of the first maximum" + _NEW),
+]
