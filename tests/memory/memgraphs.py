@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from gerules.ir.graph import Graph, Node, TensorType, Value
 from gerules.ir.infer import infer_graph
-from gerules.ir.registry import Call, OpSchema, Port, Registry, default_registry
+from gerules.ir.registry import AttrSpec, Call, OpSchema, Port, Registry, default_registry
 
 F32 = "float32"
 
@@ -34,13 +34,29 @@ def _identity_kernel(inputs: Sequence[np.ndarray | None], _call: Call) -> list[n
     return [inputs[0]]
 
 
+PROBE_ATTRS = (AttrSpec("i", "int"), AttrSpec("f", "float"), AttrSpec("s", "string"),
+               AttrSpec("ints", "ints"), AttrSpec("floats", "floats"),
+               AttrSpec("strings", "strings"), AttrSpec("t", "tensor"))
+
+
 @cache
 def registry() -> Registry:
+    """The default ops, a test ``Identity`` if missing, and ``test.Probe`` (takes every kind
+    of attribute, computes ``X + sum(t)``)."""
     reg = Registry(default_registry())
     if not reg.has("Identity"):
         reg.add(OpSchema("Identity", 1, (Port("input"),), (Port("output"),), _identity_infer,
                          _identity_kernel, traits=frozenset({"shape_op"})))
+    reg.add(OpSchema("Probe", 1, (Port("X"),), (Port("Y"),), _identity_infer, _probe_kernel,
+                     attrs={a.name: a for a in PROBE_ATTRS}, domain="test"))
     return reg
+
+
+def _probe_kernel(inputs: Sequence[np.ndarray | None], call: Call) -> list[np.ndarray]:
+    x, t = inputs[0], call.attrs.get("t")
+    assert x is not None
+    extra = np.asarray(t).sum() if isinstance(t, np.ndarray) else 0
+    return [(x + extra).astype(x.dtype)]
 
 
 def make(nodes: Sequence[Node], inputs: dict[str, tuple[int, ...]], outputs: Sequence[str],

@@ -1,0 +1,314 @@
+"""MODEL_DEF from JSON: check every field, then rebuild the graph, weights and variants.
+
+Invariants:
+- Nothing from the file is trusted: every field has its type checked, every name passes
+  ``names.name_problem``, dims are integers in ``0..MAX_DIM`` (symbolic dims only in declared
+  graph inputs and outputs), byte sizes are computed with Python integers and bounded, weights
+  lie inside the WEIGHTS section at multiples of 64, ops resolve in the registry at the graph's
+  opset, and each variant's memory plan passes ``verify_plan``.
+- Every failure is an ``OmError`` whose one-line message names the file, the section and the
+  field, node or tensor.
+- Weights become read-only ``np.frombuffer`` views of the file's memory map (no copies).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..errors import GeError, OmError
+from ..ir.attrs import Attrs
+from ..ir.dtypes import ONNX_CODES
+from ..ir.graph import Graph, Node, TensorType, Value
+from ..ir.registry import Registry
+from ..ir.verify import verify
+from ..memory.plan import MemoryFigures, MemoryPlan
+from ..memory.verify import verify_plan
+from .contents import OmContents, Variant
+from .format import ALIGN, Section
+from .names import name_problem
+
+MAX_DIM = 1 << 40
+MAX_TENSOR_BYTES = 1 << 40
+MAX_ARENA_BYTES = 1 << 42
+MAX_OPSET = 10_000
+_FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+class Doc:
+    """Checked access to parsed JSON; failures name the file, section and field."""
+
+    def __init__(self, where: str, section: str = "MODEL_DEF") -> None:
+        self.where = where
+        self.section = section
+
+    def fail(self, ctx: str, msg: str) -> OmError:
+        return OmError(f"section {self.section}: {ctx}: {msg}", file=self.where)
+
+    def obj(self, v: Any, ctx: str) -> dict[str, Any]:
+        if not isinstance(v, dict):
+            raise self.fail(ctx, f"expected an object, got {_kind(v)}")
+        return v
+
+    def seq(self, v: Any, ctx: str) -> list[Any]:
+        if not isinstance(v, list):
+            raise self.fail(ctx, f"expected a list, got {_kind(v)}")
+        return v
+
+    def get(self, d: dict[str, Any], key: str, ctx: str) -> Any:
+        if key not in d:
+            raise self.fail(ctx, f"field '{key}' is missing")
+        return d[key]
+
+    def text(self, v: Any, ctx: str) -> str:
+        if not isinstance(v, str):
+            raise self.fail(ctx, f"expected a string, got {_kind(v)}")
+        return v
+
+    def integer(self, v: Any, ctx: str, lo: int = 0, hi: int = 1 << 63) -> int:
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise self.fail(ctx, f"expected an integer, got {_kind(v)}")
+        if not lo <= v <= hi:
+            raise self.fail(ctx, f"{v} is outside {lo}..{hi}")
+        return v
+
+    def name(self, v: Any, ctx: str, *, empty: bool = False) -> str:
+        problem = name_problem(v, empty=empty)
+        if problem:
+            raise self.fail(ctx, problem)
+        return v  # type: ignore[no-any-return]
+
+    def items(self, v: Any, ctx: str, fn: Callable[[Any, str], Any]) -> list[Any]:
+        return [fn(x, f"{ctx}[{i}]") for i, x in enumerate(self.seq(v, ctx))]
+
+
+def _kind(v: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+            int: "an integer", float: "a number", type(None): "null"}.get(type(v), "?")
+
+
+def decode(doc: Any, buffer: Any, weights: Section, where: str,
+           registry: Registry) -> OmContents:
+    """Rebuild an ``OmContents`` from parsed MODEL_DEF JSON and the mapped file."""
+    d = Doc(where)
+    top = d.obj(doc, "top level")
+    blobs = d.items(d.get(top, "weights", "top level"), "weights",
+                    lambda b, ctx: _blob(d, b, ctx, buffer, weights))
+    graph = _graph(d, d.get(top, "graph", "top level"), blobs)
+    try:
+        verify(graph, registry, shapes=False)
+    except GeError as e:
+        raise OmError(f"section MODEL_DEF: {e}", file=where) from None
+    variants = d.items(d.get(top, "variants", "top level"), "variants",
+                       lambda v, ctx: _variant(d, v, ctx, graph, registry))
+    if not variants:
+        raise d.fail("variants", "the model has no compiled variant")
+    if len({v.name for v in variants}) != len(variants):
+        raise d.fail("variants", "two variants have the same name")
+    options = d.obj(top.get("compile_options", {}), "compile_options")
+    return OmContents(graph, tuple(variants), d.text(top.get("soc_version", ""), "soc_version"),
+                      options, d.text(top.get("command_line", ""), "command_line"),
+                      d.text(top.get("producer", ""), "producer"))
+
+
+def _blob(d: Doc, b: Any, ctx: str, buffer: Any, weights: Section) -> np.ndarray:
+    b = d.obj(b, ctx)
+    t = _type(d, b, ctx, static=True)
+    nbytes = d.integer(d.get(b, "nbytes", ctx), f"{ctx}.nbytes")
+    offset = d.integer(d.get(b, "offset", ctx), f"{ctx}.offset")
+    numel = t.numel() or 0
+    if nbytes != numel * np.dtype(t.dtype).itemsize:
+        raise d.fail(ctx, f"nbytes {nbytes} does not match {t}")
+    if offset % ALIGN or offset + nbytes > weights.length:
+        raise d.fail(ctx, f"bytes [{offset}, {offset + nbytes}) are not 64-aligned inside the "
+                          f"{weights.length}-byte WEIGHTS section")
+    if numel == 0:
+        return np.zeros(t.shape, dtype=t.dtype)  # type: ignore[arg-type]
+    arr = np.frombuffer(buffer, dtype=t.dtype, count=numel, offset=weights.offset + offset)
+    return arr.reshape(t.shape)  # type: ignore[arg-type]
+
+
+def _type(d: Doc, v: dict[str, Any], ctx: str, *, static: bool) -> TensorType:
+    dtype = d.text(d.get(v, "dtype", ctx), f"{ctx}.dtype")
+    if dtype not in ONNX_CODES:
+        raise d.fail(ctx, f"unknown dtype '{dtype[:40]}'")
+    shape = d.get(v, "shape", ctx)
+    if shape is None and not static:
+        return TensorType(dtype, None)
+    dims = tuple(_dim(d, x, f"{ctx}.shape", static) for x in d.seq(shape, f"{ctx}.shape"))
+    t = TensorType(dtype, dims)
+    if t.is_static and (t.nbytes() or 0) > MAX_TENSOR_BYTES:
+        raise d.fail(ctx, f"{t} needs {t.nbytes()} bytes (at most {MAX_TENSOR_BYTES})")
+    return t
+
+
+def _dim(d: Doc, x: Any, ctx: str, static: bool) -> int | str:
+    if isinstance(x, str) and not static:
+        return d.name(x, ctx)
+    return d.integer(x, ctx, 0, MAX_DIM)
+
+
+def _value(d: Doc, v: Any, ctx: str, *, static: bool = False) -> Value:
+    v = d.obj(v, ctx)
+    name = d.name(d.get(v, "name", ctx), f"{ctx}.name")
+    return Value(name, _type(d, v, f"{ctx} '{name}'", static=static))
+
+
+def _graph(d: Doc, g: Any, blobs: list[np.ndarray]) -> Graph:
+    g = d.obj(g, "graph")
+    opset = {d.name(k, "graph.opset", empty=True): d.integer(v, f"graph.opset.{k}", 1, MAX_OPSET)
+             for k, v in d.obj(d.get(g, "opset", "graph"), "graph.opset").items()}
+    meta = {d.text(k, "graph.metadata"): d.text(v, f"graph.metadata.{k}")
+            for k, v in d.obj(g.get("metadata", {}), "graph.metadata").items()}
+    inits = {}
+    for i, item in enumerate(d.seq(d.get(g, "initializers", "graph"), "graph.initializers")):
+        ctx = f"graph.initializers[{i}]"
+        item = d.obj(item, ctx)
+        name = d.name(d.get(item, "name", ctx), f"{ctx}.name")
+        inits[name] = _weight(d, item.get("weight"), f"{ctx} '{name}'", blobs)
+    return Graph(
+        nodes=tuple(d.items(d.get(g, "nodes", "graph"), "graph.nodes",
+                            lambda n, c: _node(d, n, c, blobs))),
+        inputs=tuple(d.items(d.get(g, "inputs", "graph"), "graph.inputs",
+                             lambda v, c: _value(d, v, c))),
+        outputs=tuple(d.items(d.get(g, "outputs", "graph"), "graph.outputs",
+                              lambda v, c: _value(d, v, c))),
+        initializers=inits, name=d.name(g.get("name", "graph"), "graph.name", empty=True),
+        opset=opset, metadata=meta)
+
+
+def _weight(d: Doc, idx: Any, ctx: str, blobs: list[np.ndarray]) -> np.ndarray:
+    return blobs[d.integer(idx, f"{ctx}.weight", 0, len(blobs) - 1)]
+
+
+def _node(d: Doc, n: Any, ctx: str, blobs: list[np.ndarray]) -> Node:
+    n = d.obj(n, ctx)
+    name = d.name(n.get("name", ""), f"{ctx}.name", empty=True)
+    ctx = f"node '{name}'" if name else ctx
+    attrs = {d.name(k, f"{ctx}.attrs"): _attr(d, v, f"{ctx}.attrs.{k}", blobs)
+             for k, v in d.obj(n.get("attrs", {}), f"{ctx}.attrs").items()}
+    return Node(
+        op=d.name(d.get(n, "op", ctx), f"{ctx}.op"),
+        inputs=tuple(d.name(i, f"{ctx}.inputs", empty=True)
+                     for i in d.seq(d.get(n, "inputs", ctx), f"{ctx}.inputs")),
+        outputs=tuple(d.name(o, f"{ctx}.outputs")
+                      for o in d.seq(d.get(n, "outputs", ctx), f"{ctx}.outputs")),
+        attrs=Attrs(attrs), name=name,
+        domain=d.name(n.get("domain", ""), f"{ctx}.domain", empty=True))
+
+
+def _attr(d: Doc, a: Any, ctx: str, blobs: list[np.ndarray]) -> Any:
+    a = d.obj(a, ctx)
+    kind = d.text(d.get(a, "type", ctx), f"{ctx}.type")
+    if kind == "tensor":
+        return _weight(d, a.get("weight"), ctx, blobs)
+    value = d.get(a, "value", ctx)
+    one = {"int": lambda x, c: d.integer(x, c, -(1 << 63), (1 << 63) - 1),
+           "float": lambda x, c: _float(d, x, c), "string": d.text}
+    if kind in one:
+        return one[kind](value, ctx)
+    if kind[:-1] in one and kind.endswith("s"):
+        return tuple(d.items(value, ctx, one[kind[:-1]]))
+    raise d.fail(ctx, f"unknown attribute type '{kind[:40]}'")
+
+
+def _float(d: Doc, x: Any, ctx: str) -> float:
+    if isinstance(x, str) and x in _FLOATS:
+        return _FLOATS[x]
+    if isinstance(x, int | float) and not isinstance(x, bool):
+        return float(x)
+    raise d.fail(ctx, f"expected a number, got {_kind(x)}")
+
+
+def _variant(d: Doc, v: Any, ctx: str, graph: Graph, registry: Registry) -> Variant:
+    v = d.obj(v, ctx)
+    name = d.name(d.get(v, "name", ctx), f"{ctx}.name")
+    ctx = f"variant '{name}'"
+    dims = {d.name(k, f"{ctx}.dims"): d.integer(x, f"{ctx}.dims.{k}", 0, MAX_DIM)
+            for k, x in d.obj(v.get("dims", {}), f"{ctx}.dims").items()}
+    inputs = _bound(d, v, "inputs", ctx, graph.inputs, dims)
+    outputs = _bound(d, v, "outputs", ctx, graph.outputs, dims)
+    info, offsets = _tensor_table(d, v, ctx, graph)
+    plan = MemoryPlan(
+        order=tuple(d.items(d.get(v, "order", ctx), f"{ctx}.order",
+                            lambda x, c: d.integer(x, c, 0, len(graph.nodes)))),
+        streams=tuple(d.items(d.get(v, "streams", ctx), f"{ctx}.streams",
+                              lambda x, c: d.integer(x, c, 0, 1 << 16))),
+        offsets=offsets,
+        arena_bytes=d.integer(d.get(v, "arena_bytes", ctx), f"{ctx}.arena_bytes", 0,
+                          MAX_ARENA_BYTES),
+        alignment=d.integer(d.get(v, "alignment", ctx), f"{ctx}.alignment", 1, 4096),
+        figures=_figures(d, v.get("figures"), f"{ctx}.figures"),
+        stream_count=d.integer(d.get(v, "stream_count", ctx), f"{ctx}.stream_count", 1, 1 << 16))
+    for out in outputs:
+        if out.name in info and info[out.name].type != out.type:
+            raise d.fail(f"{ctx}.outputs '{out.name}'", f"{out.type} differs from the tensor "
+                                                         f"table's {info[out.name].type}")
+    vgraph = graph.replace(inputs=inputs, outputs=outputs, value_info=info)
+    try:
+        verify_plan(vgraph, plan, registry)
+    except GeError as e:
+        raise d.fail(ctx, f"memory plan: {e}") from None
+    return Variant(name, dims, vgraph, plan)
+
+
+def _bound(d: Doc, v: dict[str, Any], key: str, ctx: str, declared: tuple[Value, ...],
+           dims: dict[str, int]) -> tuple[Value, ...]:
+    """The variant's static inputs or outputs, checked against the declared ones."""
+    got = d.items(d.get(v, key, ctx), f"{ctx}.{key}", lambda x, c: _value(d, x, c, static=True))
+    if [x.name for x in got] != [x.name for x in declared]:
+        raise d.fail(f"{ctx}.{key}", "the names differ from the graph's")
+    have: Value
+    for want, have in zip(declared, got, strict=True):
+        if not _fits(want.type, have.type, dims):
+            raise d.fail(f"{ctx}.{key} '{want.name}'", f"{have.type} does not fit the declared "
+                                                        f"{want.type}")
+    return tuple(got)
+
+
+def _fits(want: TensorType, have: TensorType, dims: dict[str, int]) -> bool:
+    if want.dtype != have.dtype:
+        return False
+    if want.shape is None:
+        return True
+    if len(want.shape) != len(have.shape or ()):
+        return False
+    for w, h in zip(want.shape, have.shape or (), strict=True):
+        if isinstance(w, int) and w != h or isinstance(w, str) and dims.get(w, h) != h:
+            return False
+    return True
+
+
+def _tensor_table(d: Doc, v: dict[str, Any], ctx: str, graph: Graph
+                  ) -> tuple[dict[str, Value], dict[str, int]]:
+    info: dict[str, Value] = {}
+    offsets: dict[str, int] = {}
+    for i, t in enumerate(d.seq(d.get(v, "tensors", ctx), f"{ctx}.tensors")):
+        value = _value(d, t, f"{ctx}.tensors[{i}]", static=True)
+        if value.name in info:
+            raise d.fail(f"{ctx}.tensors", f"tensor '{value.name}' is listed twice")
+        info[value.name] = value
+        offsets[value.name] = d.integer(d.get(t, "offset", ctx), f"{ctx} tensor '{value.name}'",
+                                    0, MAX_ARENA_BYTES)
+    for node in graph.nodes:
+        for out in node.outputs:
+            if out not in info:
+                raise d.fail(f"{ctx}.tensors", f"node output '{out}' has no entry")
+    return info, offsets
+
+
+def _figures(d: Doc, f: Any, ctx: str) -> MemoryFigures | None:
+    if f is None:
+        return None
+    f = d.obj(f, ctx)
+    fields = {x.name: x.type for x in dataclasses.fields(MemoryFigures)}
+    if set(f) != set(fields):
+        raise d.fail(ctx, f"expected the fields {', '.join(fields)}")
+    values: dict[str, Any] = {
+        k: d.text(v, f"{ctx}.{k}") if fields[k] == "str" else d.integer(v, f"{ctx}.{k}")
+        for k, v in f.items()}
+    return MemoryFigures(**values)

@@ -1,0 +1,172 @@
+"""MODEL_DEF as JSON: encode a graph, its weights table and its variants.
+
+Invariants:
+- The output is plain JSON (no NaN/Infinity literals: non-finite floats are the strings
+  ``"nan"``, ``"inf"``, ``"-inf"``); ``decode`` reads back an equal graph, equal attributes
+  (attribute tensors included) and equal plans.
+- Weights (initializers and attribute tensors) are stored once per content
+  (``gerules.ir.graph.content_key``); the table gives each blob's dtype, shape, offset in the
+  WEIGHTS section (a multiple of 64) and byte size.
+- Names are checked with ``check_name`` before anything is written, so the writer never
+  produces a file its own reader refuses.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import ModelError
+from ..ir.attrs import AttrValue
+from ..ir.dtypes import ONNX_CODES
+from ..ir.graph import Graph, Node, TensorType, Value, content_key
+from .contents import OmContents, Variant
+from .format import ALIGN, pad
+from .names import check_name
+
+
+@dataclass(frozen=True, slots=True)
+class Blobs:
+    """The unique weights in file order, with their offsets in the WEIGHTS section."""
+
+    arrays: tuple[np.ndarray, ...]
+    offsets: tuple[int, ...]
+    index: Mapping[str, int]  # content key -> blob number
+    size: int  # bytes of the WEIGHTS section, padding included
+
+
+def collect_blobs(graph: Graph) -> Blobs:
+    arrays: list[np.ndarray] = []
+    index: dict[str, int] = {}
+    for arr in _all_tensors(graph):
+        key = content_key(arr)
+        if key not in index:
+            _check_dtype(arr.dtype.name)
+            index[key] = len(arrays)
+            arrays.append(arr)
+    offsets, at = [], 0
+    for arr in arrays:
+        offsets.append(at)
+        at += arr.nbytes + pad(arr.nbytes, ALIGN)
+    return Blobs(tuple(arrays), tuple(offsets), index, at)
+
+
+def _all_tensors(graph: Graph) -> list[np.ndarray]:
+    found = list(graph.initializers.values())
+    for node in graph.nodes:
+        found.extend(v for v in node.attrs.values() if isinstance(v, np.ndarray))
+    return found
+
+
+def _check_dtype(dtype: str) -> None:
+    if dtype not in ONNX_CODES:
+        raise ModelError(f"element type {dtype} cannot be stored in a .om file")
+
+
+def encode(contents: OmContents, blobs: Blobs) -> dict[str, Any]:
+    graph = contents.graph
+    return {
+        "producer": contents.producer,
+        "graph": encode_graph(graph, blobs),
+        "weights": [{"dtype": a.dtype.name, "shape": list(a.shape), "offset": off,
+                     "nbytes": a.nbytes} for a, off in zip(blobs.arrays, blobs.offsets,
+                                                            strict=True)],
+        "variants": [encode_variant(v) for v in contents.variants],
+        "soc_version": contents.soc_version,
+        "compile_options": dict(contents.compile_options),
+        "command_line": contents.command_line,
+    }
+
+
+def encode_graph(graph: Graph, blobs: Blobs) -> dict[str, Any]:
+    return {
+        "name": check_name(graph.name, "graph name", empty=True),
+        "opset": dict(graph.opset),
+        "metadata": dict(graph.metadata),
+        "inputs": [encode_value(v) for v in graph.inputs],
+        "outputs": [encode_value(v) for v in graph.outputs],
+        "initializers": [{"name": check_name(name, "initializer"),
+                          "weight": blobs.index[content_key(arr)]}
+                         for name, arr in graph.initializers.items()],
+        "nodes": [encode_node(n, blobs) for n in graph.nodes],
+    }
+
+
+def encode_value(v: Value) -> dict[str, Any]:
+    return {"name": check_name(v.name, "tensor"), **encode_type(v.type)}
+
+
+def encode_type(t: TensorType) -> dict[str, Any]:
+    _check_dtype(t.dtype)
+    return {"dtype": t.dtype, "shape": None if t.shape is None else list(t.shape)}
+
+
+def encode_node(node: Node, blobs: Blobs) -> dict[str, Any]:
+    where = f"node '{node.label}'"
+    return {
+        "name": check_name(node.name, f"{where} name", empty=True),
+        "op": check_name(node.op, f"{where} op"),
+        "domain": check_name(node.domain, f"{where} domain", empty=True),
+        "inputs": [check_name(i, f"{where} input", empty=True) for i in node.inputs],
+        "outputs": [check_name(o, f"{where} output") for o in node.outputs],
+        "attrs": {check_name(k, f"{where} attribute"): encode_attr(v, blobs, f"{where}.{k}")
+                  for k, v in node.attrs.items()},
+    }
+
+
+def encode_attr(value: AttrValue, blobs: Blobs, where: str) -> dict[str, Any]:
+    if isinstance(value, np.ndarray):
+        return {"type": "tensor", "weight": blobs.index[content_key(value)]}
+    if isinstance(value, bool | int):
+        return {"type": "int", "value": int(value)}
+    if isinstance(value, float):
+        return {"type": "float", "value": encode_float(value)}
+    if isinstance(value, str):
+        return {"type": "string", "value": value}
+    if isinstance(value, tuple):
+        return _encode_list(value, where)
+    raise ModelError(f"{where}: attribute value of type {type(value).__name__} cannot be stored")
+
+
+def _encode_list(items: Sequence[Any], where: str) -> dict[str, Any]:
+    if all(isinstance(v, int) for v in items):
+        return {"type": "ints", "value": [int(v) for v in items]}
+    if all(isinstance(v, int | float) for v in items):
+        return {"type": "floats", "value": [encode_float(float(v)) for v in items]}
+    if all(isinstance(v, str) for v in items):
+        return {"type": "strings", "value": list(items)}
+    raise ModelError(f"{where}: a list attribute must hold only ints, floats or strings")
+
+
+def encode_float(x: float) -> float | str:
+    if math.isfinite(x):
+        return x
+    return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+
+
+def encode_variant(v: Variant) -> dict[str, Any]:
+    g, plan = v.graph, v.plan
+    tensors = []
+    for node in g.nodes:
+        for name in node.outputs:
+            t = g.type_of(name)
+            if t is None:
+                raise ModelError("variant has no type for node output", tensor=name)
+            tensors.append({"name": name, **encode_type(t), "offset": plan.offsets[name]})
+    return {
+        "name": check_name(v.name, "variant name"),
+        "dims": dict(v.dims),
+        "inputs": [encode_value(x) for x in g.inputs],
+        "outputs": [encode_value(x) for x in g.outputs],
+        "tensors": tensors,
+        "order": list(plan.order),
+        "streams": list(plan.streams),
+        "stream_count": plan.stream_count,
+        "arena_bytes": plan.arena_bytes,
+        "alignment": plan.alignment,
+        "figures": plan.figures.to_json() if plan.figures else None,
+    }
