@@ -1,0 +1,111 @@
+"""``build_om``: plan the memory of a graph and write it as a ``.om`` offline model.
+
+Invariants:
+- The graph is verified and shape-inferred first; every tensor must have a static shape once
+  the variant's symbolic dims are bound (``dims``), else ``ModelError`` names the tensor.
+- One variant per entry of ``dims`` (``({},)`` for a static model): the graph's symbolic input
+  dims are bound, shapes re-inferred, and the memory planned for that variant alone.
+- The written file is read back through the full loader checks before ``build_om`` returns
+  only when ``check=True``; the plan itself is always verified by the planner.
+- ``REPORT`` holds the caller's report plus ``"memory"``: the figures of every variant.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .cost.profile import DEFAULT_SOC
+from .errors import ModelError
+from .fileio import check_output_path
+from .ir.graph import Graph, TensorType, Value
+from .ir.registry import Registry, default_registry
+from .ir.verify import verify
+from .memory.plan import MemoryFigures, plan_memory
+from .om.contents import OmContents, Variant
+from .om.reader import OmFile
+from .om.writer import write_om
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class BuildResult:
+    path: Path
+    variants: tuple[Variant, ...]
+    seconds: float
+
+    @property
+    def figures(self) -> MemoryFigures:
+        """The first variant's memory figures."""
+        figures = self.variants[0].plan.figures
+        assert figures is not None
+        return figures
+
+
+def build_om(graph: Graph, output: str | Path, *, options: Mapping[str, Any] | None = None,
+             report: Mapping[str, Any] | None = None, command_line: str = "",
+             streams: int = 1, memory_aware: bool = True,
+             dims: Sequence[Mapping[str, int]] = ({},), check: bool = False,
+             registry: Registry | None = None) -> BuildResult:
+    """Plan ``graph`` (one variant per ``dims`` entry) and write ``output`` atomically."""
+    start = time.perf_counter()
+    registry = registry or default_registry()
+    path = check_output_path(output)
+    base = verify(graph, registry)
+    variants = tuple(plan_variant(base, d, streams=streams, memory_aware=memory_aware,
+                                  registry=registry) for d in dims)
+    options = dict(options or {})
+    contents = OmContents(base, variants, str(options.get("soc_version", DEFAULT_SOC)),
+                          options, command_line, producer=f"gerules {_version()}")
+    memory = {v.name: v.plan.figures.to_json() for v in variants if v.plan.figures}
+    write_om(path, contents, {**dict(report or {}), "memory": memory})
+    if check:
+        OmFile(path, registry=registry).close()
+    seconds = time.perf_counter() - start
+    log.info("wrote %s (%d variant(s)) in %.2f s", path, len(variants), seconds)
+    return BuildResult(path, variants, seconds)
+
+
+def plan_variant(graph: Graph, dims: Mapping[str, int], *, streams: int = 1,
+                 memory_aware: bool = True, registry: Registry | None = None) -> Variant:
+    """One compiled variant: ``dims`` bound, shapes inferred, memory planned and verified."""
+    registry = registry or default_registry()
+    bound = verify(bind_dims(graph, dims), registry) if dims else graph
+    for v in bound.inputs:
+        if not v.type.is_static:
+            raise ModelError(f"graph input has shape {v.type}; a .om needs static shapes (fix "
+                             "them with --input_shape, or compile one variant per batch size)",
+                             tensor=v.name)
+    plan = plan_memory(bound, streams=streams, memory_aware=memory_aware, registry=registry)
+    name = ",".join(f"{k}={n}" for k, n in sorted(dims.items())) or "default"
+    return Variant(name, dims, bound, plan)
+
+
+def bind_dims(graph: Graph, dims: Mapping[str, int]) -> Graph:
+    """The graph with symbolic input dims replaced by sizes; inferred types are dropped."""
+    unknown = set(dims) - {d for v in graph.inputs for d in v.shape or () if isinstance(d, str)}
+    if unknown:
+        raise ModelError(f"no graph input has the dim(s) {', '.join(sorted(unknown))}")
+
+    def fix(v: Value) -> Value:
+        if v.shape is None:
+            return v
+        shape = tuple(dims.get(d, d) if isinstance(d, str) else d for d in v.shape)
+        return Value(v.name, TensorType(v.dtype, shape))
+
+    return graph.replace(inputs=tuple(fix(v) for v in graph.inputs),
+                         outputs=tuple(fix(v) for v in graph.outputs), value_info={})
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gerules")
+    except PackageNotFoundError:
+        return "dev"

@@ -1,0 +1,182 @@
+"""Execution programs over one arena: every node output is a view at its planned offset.
+
+Invariants:
+- A ``Program`` is built once per compiled variant: the steps in plan order with their kernels
+  and resolved attributes, each tensor's (offset, dtype, shape), and per step the positions on
+  other streams it must wait for.
+- An ``Arena`` is one ``np.empty`` buffer (64-byte aligned) with a view per tensor. Kernels
+  compute fresh arrays from their inputs; the step then copies each output into its view, so
+  in-place and reused blocks behave exactly as the plan says: a wrong plan gives wrong numbers.
+- The environment a step reads (weights, feeds, arena views) is never mutated during a run, so
+  steps on different threads never race on it; a step's outputs live only in its own scratch
+  dict until copied into the arena.
+- A kernel output whose dtype or shape differs from the plan's tensor table raises
+  ``KernelError`` naming the node and the tensor.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import GeError, KernelError, ResourceLimit
+from ..ir.graph import Graph, Node
+from ..ir.infer import schema_for
+from ..ir.registry import Call, KernelFn, Registry
+from ..memory.plan import MemoryPlan
+from ..memory.timeline import stream_preds
+from .executor import run_step
+
+BASE_ALIGN = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    node: Node
+    kernel: KernelFn
+    call: Call
+    waits: tuple[int, ...]  # positions on other streams whose outputs this step reads
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    offset: int
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    nbytes: int
+
+
+class Program:
+    """A variant ready to run: steps, streams and the tensor layout of its arena."""
+
+    def __init__(self, graph: Graph, plan: MemoryPlan, registry: Registry) -> None:
+        self.graph = graph
+        self.plan = plan
+        preds = stream_preds(graph, plan.order, plan.streams)
+        self.steps = tuple(self._step(graph, k, pos, preds[pos], registry)
+                           for pos, k in enumerate(plan.order))
+        self.by_stream: tuple[tuple[int, ...], ...] = tuple(
+            tuple(p for p, s in enumerate(plan.streams) if s == stream)
+            for stream in range(plan.stream_count))
+        self.slots = {name: self._slot(graph, name, off) for name, off in plan.offsets.items()}
+
+    def _step(self, graph: Graph, k: int, pos: int, preds: Sequence[int],
+              registry: Registry) -> Step:
+        node = graph.nodes[k]
+        schema = schema_for(node, graph, registry)
+        try:
+            call = schema.call(node.attrs, len(node.outputs), node.label)
+        except GeError as e:
+            raise e.with_place(node=node.label, op=node.qualified_op) from None
+        mine = self.plan.streams[pos]
+        waits = tuple(p for p in preds if self.plan.streams[p] != mine)
+        return Step(node, schema.kernel, call, waits)
+
+    @staticmethod
+    def _slot(graph: Graph, name: str, offset: int) -> Slot:
+        t = graph.type_of(name)
+        assert t is not None and t.shape is not None, f"no static type for {name}"
+        shape = tuple(int(d) for d in t.shape)
+        return Slot(offset, np.dtype(t.dtype), shape, int(t.nbytes() or 0))
+
+
+class Arena:
+    """One aligned buffer and a view per planned tensor."""
+
+    def __init__(self, program: Program) -> None:
+        size = program.plan.arena_bytes
+        try:
+            raw = np.empty(size + BASE_ALIGN, dtype=np.uint8)
+        except MemoryError:
+            raise ResourceLimit(f"the arena needs {size} bytes and memory ran out") from None
+        start = -raw.ctypes.data % BASE_ALIGN
+        self.buffer = raw[start:start + size]
+        self.views = {name: self._view(s) for name, s in program.slots.items()}
+
+    def _view(self, s: Slot) -> np.ndarray:
+        return self.buffer[s.offset:s.offset + s.nbytes].view(s.dtype).reshape(s.shape)
+
+
+class ArenaPool:
+    """Arenas for concurrent runs of one program: one per run in flight, reused afterwards."""
+
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self._free: list[Arena] = []
+        self._lock = threading.Lock()
+
+    def acquire(self) -> Arena:
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+        return Arena(self.program)
+
+    def release(self, arena: Arena) -> None:
+        with self._lock:
+            self._free.append(arena)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._free.clear()
+
+
+def execute(step: Step, env: Mapping[str, np.ndarray], views: Mapping[str, np.ndarray]) -> None:
+    """Run one step: read ``env``, compute, copy each output into its arena view."""
+    node = step.node
+    scratch = {name: env[name] for name in node.present_inputs()}
+    run_step(node, step.kernel, step.call, scratch)
+    for name in node.outputs:
+        value, dst = np.asarray(scratch[name]), views[name]
+        if value.dtype != dst.dtype or value.shape != dst.shape:
+            raise KernelError(f"kernel gave {value.dtype.name}{list(value.shape)}, the plan "
+                              f"expects {dst.dtype.name}{list(dst.shape)}", node=node.label,
+                              op=node.qualified_op, tensor=name)
+        if not _same_memory(value, dst):
+            np.copyto(dst, value)
+
+
+def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.size == 0 or (a.ctypes.data == b.ctypes.data and a.strides == b.strides)
+
+
+def run_sequential(program: Program, env: Mapping[str, np.ndarray],
+                   views: Mapping[str, np.ndarray]) -> None:
+    for step in program.steps:
+        execute(step, env, views)
+
+
+def run_streams(program: Program, env: Mapping[str, np.ndarray],
+                views: Mapping[str, np.ndarray]) -> None:
+    """One thread per stream; each waits on the events of its cross-stream inputs."""
+    done = [threading.Event() for _ in program.steps]
+    failures: list[BaseException] = []
+
+    def work(positions: Sequence[int]) -> None:
+        for pos in positions:
+            step = program.steps[pos]
+            for w in step.waits:
+                done[w].wait()
+            if failures:
+                return
+            try:
+                execute(step, env, views)
+            except BaseException as e:  # handed to the caller below
+                failures.append(e)
+                for ev in done:
+                    ev.set()
+                return
+            done[pos].set()
+
+    threads = [threading.Thread(target=work, args=(positions,), daemon=True,
+                                name=f"gerules-stream-{s}")
+               for s, positions in enumerate(program.by_stream) if s > 0 and positions]
+    for t in threads:
+        t.start()
+    work(program.by_stream[0])
+    for t in threads:
+        t.join()
+    if failures:
+        raise failures[0]

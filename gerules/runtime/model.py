@@ -1,0 +1,179 @@
+"""``Model``: load a ``.om`` file and run it inside its planned arena.
+
+Invariants:
+- ``Model.load`` checks the whole file (see ``gerules.om.reader``) and builds one ``Program``
+  per compiled variant; it allocates no arena (that happens on the first run), so loading a
+  bad or huge-arena file never allocates more than the file's own checks need.
+- ``run`` picks the variant whose input shapes match the feeds, checks the feeds, executes
+  every node into views of one arena (weights are read-only views into the file's memory map,
+  graph inputs are read in place from the caller's arrays) and returns copies of the outputs.
+- Concurrent runs (``run`` from several threads, ``run_async``) each take their own arena from
+  a pool, so they never share intermediate memory.
+- ``streams`` is the file's stream count (threads with events) or 1 (plan order on the calling
+  thread, always safe: it is one of the orders the stream-safe plan allows).
+- After ``close()`` (or leaving the ``with`` block) every call raises ``UsageError``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import GeError, ModelError, UsageError
+from ..ir.graph import Dim, Graph, TensorType, Value
+from ..ir.registry import Registry, default_registry
+from ..memory.plan import MemoryFigures
+from ..om.contents import Variant
+from ..om.reader import OmFile
+from .arena import ArenaPool, Program, run_sequential, run_streams
+from .executor import check_feeds
+
+
+@dataclass(frozen=True, slots=True)
+class TensorDesc:
+    """An input or output as acl's model description gives it (symbolic dims stay names)."""
+
+    name: str
+    shape: tuple[Dim, ...] | None
+    dtype: str
+
+    @staticmethod
+    def of(v: Value) -> TensorDesc:
+        return TensorDesc(v.name, v.shape, v.dtype)
+
+    @property
+    def nbytes(self) -> int | None:
+        return TensorType(self.dtype, self.shape).nbytes()
+
+
+class Model:
+    """A loaded ``.om`` model. Use ``Model.load(path)``; close it or use ``with``."""
+
+    def __init__(self, om: OmFile, streams: int | None, registry: Registry) -> None:
+        self._om: OmFile | None = om
+        self.path = om.path
+        contents = om.contents
+        self.graph: Graph = contents.graph
+        self.variants: tuple[Variant, ...] = contents.variants
+        self.soc_version = contents.soc_version
+        self.streams = _stream_count(contents.variants, streams)
+        self._pools = [ArenaPool(Program(v.graph, v.plan, registry)) for v in self.variants]
+        self._weights: dict[str, np.ndarray] = dict(self.graph.initializers)
+        self._executor: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], *, streams: int | None = None,
+             verify_weights: bool = True, registry: Registry | None = None) -> Model:
+        """Open and check ``path``; ``streams`` is None (the file's), 1, or the file's count."""
+        registry = registry or default_registry()
+        om = OmFile(path, verify_weights=verify_weights, registry=registry)
+        try:
+            return cls(om, streams, registry)
+        except BaseException:
+            om.close()
+            raise
+
+    @property
+    def inputs(self) -> tuple[TensorDesc, ...]:
+        return tuple(TensorDesc.of(v) for v in self.graph.inputs)
+
+    @property
+    def outputs(self) -> tuple[TensorDesc, ...]:
+        return tuple(TensorDesc.of(v) for v in self.graph.outputs)
+
+    @property
+    def figures(self) -> tuple[MemoryFigures | None, ...]:
+        return tuple(v.plan.figures for v in self.variants)
+
+    def arena_bytes(self, variant: int = 0) -> int:
+        return self.variants[variant].plan.arena_bytes
+
+    def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Run once; returns ``{output name: array}`` (copies, safe to keep)."""
+        try:
+            return self._run(feeds)
+        except GeError as e:
+            raise e.with_place(file=self.path) from None
+
+    def _run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        pools = self._open_pools()
+        index = self._pick(feeds)
+        pool = pools[index]
+        program = pool.program
+        arrays = check_feeds(program.graph, feeds)
+        arena = pool.acquire()
+        try:
+            env = {**self._weights, **arrays, **arena.views}
+            if self.streams > 1:
+                run_streams(program, env, arena.views)
+            else:
+                run_sequential(program, env, arena.views)
+            return {name: np.array(env[name], copy=True) for name in program.graph.output_names}
+        finally:
+            pool.release(arena)
+
+    def run_async(self, feeds: Mapping[str, Any]) -> Future[dict[str, np.ndarray]]:
+        """Run on a background thread; the future holds the outputs or the error."""
+        self._open_pools()
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=1,
+                                                    thread_name_prefix="gerules-run")
+            return self._executor.submit(self.run, dict(feeds))
+
+    def close(self) -> None:
+        """Wait for pending async runs, release the arenas and unmap the file."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True)
+        for pool in self._pools:
+            pool.clear()
+        self._pools, self._weights = [], {}
+        om, self._om = self._om, None
+        self.graph = self.graph.replace(initializers={}) if om else self.graph
+        self.variants = ()
+        if om is not None:
+            om.close()
+
+    def __enter__(self) -> Model:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _open_pools(self) -> list[ArenaPool]:
+        if self._om is None:
+            raise UsageError("the model is closed", file=self.path)
+        return self._pools
+
+    def _pick(self, feeds: Mapping[str, Any]) -> int:
+        """The variant whose input shapes match the feeds (the only one if there is one)."""
+        if len(self.variants) == 1:
+            return 0
+        shapes = {k: tuple(np.shape(v)) for k, v in feeds.items()}
+        for i, v in enumerate(self.variants):
+            if all(shapes.get(x.name) == x.shape for x in v.graph.inputs
+                   if x.name in shapes or x.name not in v.graph.initializers):
+                return i
+        compiled = "; ".join(f"{v.name}: " + ", ".join(f"{x.name}{list(x.shape or ())}"
+                                                        for x in v.graph.inputs)
+                             for v in self.variants)
+        raise ModelError(f"no compiled variant takes these input shapes ({compiled})")
+
+
+def _stream_count(variants: tuple[Variant, ...], streams: int | None) -> int:
+    compiled = max(v.plan.stream_count for v in variants)
+    if streams is None or streams == compiled:
+        return compiled
+    if streams == 1:
+        return 1
+    raise UsageError(f"the model was compiled for {compiled} stream(s); run it with "
+                     f"streams={compiled} or streams=1")
