@@ -24,7 +24,7 @@ from ..errors import GeError
 PROG = "ge-rewrite"
 
 # Subcommand modules, in the order ``--help`` lists them.
-COMMANDS: tuple[str, ...] = ("run",)
+COMMANDS: tuple[str, ...] = ("compile", "run", "inspect")
 
 
 class _Parser(argparse.ArgumentParser):
