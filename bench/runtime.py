@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{result['onnxruntime_ms']:8.1f} ms   ratio {result['ratio']:6.2f}x   "
               f"max|diff| {result['max_abs_diff']:.2e}   load {result['load_s']:.2f} s")
         if args.profile:
-            top = list(result["ms_per_op"].items())[:8]  # type: ignore[attr-defined]
+            top = list(result["ms_per_op"].items())[:8]  # type: ignore[attr-defined,unused-ignore]
             print("    ours per op (ms): " + ", ".join(f"{op} {ms}" for op, ms in top))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")

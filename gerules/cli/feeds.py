@@ -20,6 +20,7 @@ import os
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -86,11 +87,11 @@ def read_npy(path: Path, max_bytes: int) -> np.ndarray:
         raise ModelError(f"cannot read: {e.strerror or e}", file=str(path)) from None
 
 
-def _read_npy(f: object, path: Path, max_bytes: int) -> np.ndarray:
+def _read_npy(f: BinaryIO, path: Path, max_bytes: int) -> np.ndarray:
     fmt = np.lib.format
-    if f.read(len(NPY_MAGIC)) != NPY_MAGIC:  # type: ignore[attr-defined]
+    if f.read(len(NPY_MAGIC)) != NPY_MAGIC:
         raise ModelError("not a .npy file (NumPy's array format)", file=str(path))
-    f.seek(0)  # type: ignore[attr-defined]
+    f.seek(0)
     try:
         version = fmt.read_magic(f)
         read_header = _HEADER_READERS.get(version)
@@ -106,11 +107,11 @@ def _read_npy(f: object, path: Path, max_bytes: int) -> np.ndarray:
     if need > max_bytes:
         raise ResourceLimit(f"array of {need} bytes is over the budget of {max_bytes}",
                             file=str(path))
-    left = os.fstat(f.fileno()).st_size - f.tell()  # type: ignore[attr-defined]
+    left = os.fstat(f.fileno()).st_size - f.tell()
     if left < need:
         raise ModelError(f"truncated: the header promises {need} bytes, the file has {left}",
                          file=str(path))
-    data = np.frombuffer(f.read(need), dtype=dtype)  # type: ignore[attr-defined]
+    data = np.frombuffer(f.read(need), dtype=dtype)
     return data.reshape(shape, order="F" if fortran else "C")
 
 

@@ -28,6 +28,7 @@ import onnx
 
 from ..errors import GeError, ModelError
 from ..ir import dtypes
+from ..ir.attrs import Attrs
 from ..ir.graph import Dim, Graph, Node, Value
 from ..ir.registry import MAX_OPSET
 from .tensors import ExternalReader, check_dims, tensor_to_array
@@ -231,7 +232,7 @@ def _node(proto: onnx.NodeProto, name: str, opset: dict[str, int], functions: se
     attrs = dict(_attr(a, place, reader) for a in proto.attribute)
     if len(attrs) != len(proto.attribute):
         raise ModelError("an attribute appears twice", **place)
-    return Node(op, inputs, outputs, attrs, name=name, domain=domain)
+    return Node(op, inputs, outputs, Attrs(attrs), name=name, domain=domain)
 
 
 def _attr(a: onnx.AttributeProto, place: dict[str, str], reader: _Reader

@@ -114,7 +114,7 @@ def _from_bytes(data: bytes | bytearray, dtype: str, nbytes: int, name: str) -> 
         raise ModelError(f"raw data has {len(data)} bytes but its shape and type need "
                          f"{nbytes}", tensor=name)
     if dtype == "bool":
-        return np.frombuffer(data, dtype=np.uint8) != 0
+        return np.asarray(np.frombuffer(data, dtype=np.uint8) != 0)
     wire = np.dtype(dtype).newbyteorder("<")
     flat = np.frombuffer(data, dtype=wire)
     return flat if sys.byteorder == "little" else flat.astype(dtype)
@@ -132,7 +132,7 @@ def _from_typed(t: onnx.TensorProto, dtype: str, numel: int, name: str) -> np.nd
     if dtype == "float16":
         return np.asarray(values, dtype=np.int64).astype(np.uint16).view(np.float16)
     if dtype == "bool":
-        return np.asarray(values, dtype=np.int64) != 0
+        return np.asarray(np.asarray(values, dtype=np.int64) != 0)
     if field in ("int32_data", "uint64_data"):
         wide = np.uint64 if field == "uint64_data" else np.int64
         return np.asarray(values, dtype=wide).astype(dtype)

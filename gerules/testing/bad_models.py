@@ -78,12 +78,12 @@ def _with_init(t: onnx.TensorProto) -> onnx.ModelProto:
 
 
 def _truncated() -> bytes:
-    data = good_model().SerializeToString()
+    data: bytes = good_model().SerializeToString()
     return data[: len(data) // 2]
 
 
 def _random_bytes() -> bytes:
-    return np.random.default_rng(7).integers(0, 256, 300, dtype=np.uint8).tobytes()
+    return bytes(np.random.default_rng(7).integers(0, 256, 300, dtype=np.uint8).tobytes())
 
 
 def _domain_model() -> onnx.ModelProto:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
@@ -54,7 +55,7 @@ class _Builder:
         return self.const(name, (self.rng.standard_normal(shape) * scale).astype(np.float32))
 
     def op(self, op: str, inputs: Sequence[str], name: str, outputs: int = 1,
-           **attrs: object) -> str:
+           **attrs: Any) -> str:
         outs = [name] if outputs == 1 else [f"{name}:{k}" for k in range(outputs)]
         self.nodes.append(helper.make_node(op, list(inputs), outs, name=name, **attrs))
         return outs[0]
@@ -121,7 +122,7 @@ def residual_block(seed: int = 0, batch: int = 2, channels: int = 16, size: int 
     y = b.op("Add", ["x", y], "block.add")
     y = b.op("Relu", [y], "block.relu")
     b.op("GlobalAveragePool", [y], "pooled")
-    shape = ["N", channels, size, size]
+    shape: list[str | int] = ["N", channels, size, size]
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)]
     outputs = [helper.make_tensor_value_info("block.relu", TensorProto.FLOAT, shape),
                helper.make_tensor_value_info("pooled", TensorProto.FLOAT,

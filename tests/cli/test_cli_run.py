@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
+import json
 import re
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,45 +20,74 @@ from gerules.onnx_io import load_model
 from gerules.runtime.executor import run_graph
 from gerules.testing.bad_models import CASES, BadCase, good_model
 
+DRIVER = Path(__file__).resolve().parent / "cli_driver.py"
+ENTRY_POINT_CASES = ("empty_file", "png", "external_symlink_dir")
 
-def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    return subprocess.run([sys.executable, "-m", "gerules.cli.main", *args], cwd=cwd, env=env,
+
+@dataclass(frozen=True)
+class Ran:
+    case: BadCase
+    model: Path
+    out_dir: Path
+    code: int
+    stdout: str
+    stderr: str
+
+
+def _subprocess(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gerules.cli.main", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=120, check=False)
 
 
+def _args(model: Path, out_dir: Path) -> list[str]:
+    return ["run", str(model), "--output-dir", str(out_dir)]
+
+
 @pytest.fixture(scope="module")
-def catalogue(tmp_path_factory: pytest.TempPathFactory
-              ) -> dict[str, tuple[BadCase, Path, Path, subprocess.CompletedProcess[str]]]:
-    """Every bad case run once through the CLI, two processes at a time."""
-    jobs = []
+def catalogue(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Ran]:
+    """Every bad case run once through the CLI, each in its own forked process."""
+    jobs, staged = [], []
     for case in CASES:
         folder = tmp_path_factory.mktemp(case.name)
         model = case.build(folder)
-        out = folder / "outputs"
-        jobs.append((case, model, out))
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        runs = list(pool.map(
-            lambda job: _cli(["run", str(job[1]), "--output-dir", str(job[2])], job[1].parent),
-            jobs))
-    return {case.name: (case, model, out, run)
-            for (case, model, out), run in zip(jobs, runs, strict=True)}
+        logs = tmp_path_factory.mktemp(f"{case.name}-logs")
+        staged.append((case, model, folder / "outputs", logs))
+        jobs.append({"argv": _args(model, folder / "outputs"), "cwd": str(model.parent),
+                     "stdout": str(logs / "stdout"), "stderr": str(logs / "stderr")})
+    spec = tmp_path_factory.mktemp("driver") / "jobs.json"
+    spec.write_text(json.dumps(jobs))
+    done = subprocess.run([sys.executable, str(DRIVER), str(spec)], capture_output=True,
+                          text=True, timeout=300, check=True)
+    codes = json.loads(done.stdout.splitlines()[-1])
+    return {case.name: Ran(case, model, out, code, (logs / "stdout").read_text(),
+                           (logs / "stderr").read_text())
+            for (case, model, out, logs), code in zip(staged, codes, strict=True)}
+
+
+def _check(ran: Ran) -> None:
+    assert ran.code == ran.case.exit_code, ran.stderr
+    assert "Traceback" not in ran.stderr and ran.stdout == ""
+    lines = ran.stderr.splitlines()
+    assert len(lines) == 1, ran.stderr
+    prefix = f"ge-rewrite: error: {ran.model}: "
+    assert lines[0].startswith(prefix), lines[0]
+    assert re.search(ran.case.expect, lines[0][len(prefix):]), lines[0]
+    assert not ran.out_dir.exists()
+    assert [p.name for p in ran.model.parent.iterdir() if p.name.startswith(".")] == []
 
 
 @pytest.mark.parametrize("name", [c.name for c in CASES])
-def test_bad_model_gives_one_line_and_exit_code(
-        name: str, catalogue: dict[str, tuple[BadCase, Path, Path,
-                                              subprocess.CompletedProcess[str]]]) -> None:
-    case, model, out, run = catalogue[name]
-    assert run.returncode == case.exit_code, run.stderr
-    assert "Traceback" not in run.stderr and run.stdout == ""
-    lines = run.stderr.splitlines()
-    assert len(lines) == 1, run.stderr
-    prefix = f"ge-rewrite: error: {model}: "
-    assert lines[0].startswith(prefix), lines[0]
-    assert re.search(case.expect, lines[0][len(prefix):]), lines[0]
-    assert not out.exists()
-    assert sorted(p.name for p in model.parent.iterdir() if p.name.startswith(".")) == []
+def test_bad_model_gives_one_line_and_exit_code(name: str, catalogue: dict[str, Ran]) -> None:
+    _check(catalogue[name])
+
+
+@pytest.mark.parametrize("name", ENTRY_POINT_CASES)
+def test_bad_model_through_python_dash_m(name: str, tmp_path: Path) -> None:
+    """The real entry point, in a fresh interpreter, says the same as the forked runs."""
+    case = next(c for c in CASES if c.name == name)
+    model = case.build(tmp_path)
+    run = _subprocess(_args(model, tmp_path / "outputs"), model.parent)
+    _check(Ran(case, model, tmp_path / "outputs", run.returncode, run.stdout, run.stderr))
 
 
 # ---- running good models, in process ----------------------------------------------------
