@@ -1,0 +1,341 @@
+"""Rewrites: a searcher (pattern), conditions that run in order, and an applier.
+
+Invariants:
+- Searching is read-only; applying adds e-nodes and unions the applier's classes with the matched
+  root, each union carrying the rewrite's name as its reason (provenance and ``UnsoundRewrite``).
+- A condition maps ``(egraph, root, subst)`` to an extended ``Subst`` or a ``Reject(reason)``;
+  conditions run in order, so a ``Let`` can feed a later ``Guard``. ``Guard`` and ``Let`` are the
+  two stock conditions (the rule language's ``where`` and ``let``).
+- An applier maps ``(egraph, root, subst)`` to the class ids to union with the root, adding
+  e-nodes as it needs. ``PatternApplier`` instantiates a pattern; with no conditions it runs a
+  closure compiled against the searcher's layout (no ``Subst`` is built).
+- Every name an applier pattern uses must be bound by the searcher or a ``Let``; this is checked
+  when the rewrite is built (custom conditions defer the check to the first application).
+- ``incremental=True`` promises that conditions and applier read only the matched classes (their
+  nodes and analysis data), so the runner may skip roots whose neighbourhood did not change.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .enode import ENode, make_attrs
+from .errors import EngineError, PatternError
+from .pattern import (
+    AttrVar,
+    Layout,
+    Match,
+    Pattern,
+    PatternNode,
+    POp,
+    Subst,
+    Var,
+    Wildcard,
+    variables,
+)
+
+if TYPE_CHECKING:
+    from .egraph import EGraph
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """A condition's refusal; ``reason`` is what reports show ("matched but not applied")."""
+
+    reason: str
+
+
+Condition = Callable[["EGraph", int, Subst], "Subst | Reject"]
+Applier = Callable[["EGraph", int, Subst], Iterable[int]]
+AddNode = Callable[[str, Any, tuple[int, ...]], int]
+Builder = Callable[[AddNode, Match], Any]
+Union = Callable[[int, int, str], bool]
+Recorder = Callable[[Match, int], None]
+ApplyLoop = Callable[[list[Match], AddNode, Union, str, "Recorder | None", "EGraph"], int]
+
+
+class Guard:
+    """``where``: keeps the match when ``predicate`` holds, else rejects with ``reason``."""
+
+    def __init__(self, reason: str, predicate: Callable[[EGraph, int, Subst], bool]) -> None:
+        self.reason = reason
+        self.predicate = predicate
+
+    def __call__(self, egraph: EGraph, root: int, subst: Subst) -> Subst | Reject:
+        return subst if self.predicate(egraph, root, subst) else Reject(self.reason)
+
+    def __repr__(self) -> str:
+        return f"Guard({self.reason!r})"
+
+
+class Let:
+    """``let``: binds ``name`` to ``fn``'s value; ``fn`` may return a ``Reject`` instead."""
+
+    def __init__(self, name: str, fn: Callable[[EGraph, int, Subst], Any]) -> None:
+        self.name = name
+        self.fn = fn
+
+    def __call__(self, egraph: EGraph, root: int, subst: Subst) -> Subst | Reject:
+        value = self.fn(egraph, root, subst)
+        return value if isinstance(value, Reject) else subst.extend(self.name, value)
+
+    def __repr__(self) -> str:
+        return f"Let({self.name!r})"
+
+
+class PatternApplier:
+    """Instantiates a pattern: ``Var``s are looked up, ``POp``s are added to the e-graph.
+
+    Attributes are constants or ``AttrVar``s (looked up by name); ``copy="n"`` starts from the
+    attributes of the node bound ``as n`` and lets the listed attributes override them.
+    """
+
+    def __init__(self, ast: PatternNode) -> None:
+        _check_applier(ast)
+        self.ast = ast
+        self.names = variables(ast)
+
+    def __call__(self, egraph: EGraph, root: int, subst: Subst) -> tuple[int, ...]:
+        return (self._build(egraph, subst, self.ast),)
+
+    def _build(self, egraph: EGraph, subst: Subst, node: PatternNode) -> int:
+        if isinstance(node, Var):
+            return int(subst[node.name])
+        assert isinstance(node, POp)  # guaranteed by _check_applier
+        children = tuple([self._build(egraph, subst, child) for child in node.children])
+        return egraph.add(ENode(node.op, _attrs(node, subst), children))
+
+    def compile(self, layout: Layout) -> tuple[Builder, ApplyLoop]:
+        """Instantiation straight from match tuples of ``layout``: one, and a whole list."""
+        missing = self.names - set(layout.slots) - set(layout.nodes)
+        if missing:
+            raise PatternError(f"applier uses names the pattern does not bind: {sorted(missing)}")
+        return _compile(self.ast, layout)
+
+
+def _check_applier(node: PatternNode) -> None:
+    if isinstance(node, Var):
+        return
+    if not isinstance(node, POp):
+        raise PatternError("an applier cannot contain a wildcard")
+    if node.binder is not None:
+        raise PatternError(f"{node.op}: 'as {node.binder}' binds nodes in patterns, not appliers")
+    for child in node.children:
+        _check_applier(child)
+
+
+def _attrs(node: POp, subst: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    values = {k: subst[v.name] if isinstance(v, AttrVar) else v for k, v in node.attrs}
+    if node.copy is None:
+        return make_attrs(values)
+    base = dict(_binder_node(subst, node.copy).attrs)
+    base.update(values)
+    return make_attrs(base)
+
+
+def _binder_node(subst: Mapping[str, Any], name: str) -> ENode:
+    if isinstance(subst, Subst):
+        return subst.node(name)
+    raise PatternError(f"cannot copy attributes of '{name}': not a node binder")
+
+
+def _compile(node: PatternNode, layout: Layout) -> tuple[Builder, ApplyLoop]:
+    """A builder and an apply loop: generated straight-line code for static attributes."""
+    if _static(node):
+        return _generate(node, layout)
+    build = _closure(node, layout)
+
+    def loop(matches: list[Match], add: AddNode, union: Union, name: str,
+             record: Recorder | None, egraph: EGraph) -> int:
+        count = 0
+        for regs in matches:
+            before = egraph.id_count
+            if union(regs[0], build(add, regs), name):
+                count += 1
+                if record is not None:
+                    record(regs, before)
+        return count
+
+    return build, loop
+
+
+def _closure(node: PatternNode, layout: Layout) -> Builder:
+    if isinstance(node, Var):
+        slot = layout.slots[node.name]
+        return lambda add, regs: regs[slot]
+    assert isinstance(node, POp)
+    kids = tuple(_closure(child, layout) for child in node.children)
+    return lambda add, regs: add(node.op, _attrs(node, Subst(layout, regs)),
+                                 tuple([kid(add, regs) for kid in kids]))
+
+
+def _static(node: PatternNode) -> bool:
+    if not isinstance(node, POp):
+        return True
+    if node.copy is not None or any(isinstance(v, AttrVar) for _, v in node.attrs):
+        return False
+    return all(_static(child) for child in node.children)
+
+
+_LOOP = """
+def build(add, regs):
+    return {expr}
+
+def loop(matches, add, union, name, record, egraph):
+    count = 0
+    if record is None:
+        for regs in matches:
+            if union(regs[0], {expr}, name):
+                count += 1
+    else:
+        for regs in matches:
+            before = egraph.id_count
+            if union(regs[0], {expr}, name):
+                count += 1
+                record(regs, before)
+    return count
+"""
+
+
+def _generate(node: PatternNode, layout: Layout) -> tuple[Builder, ApplyLoop]:
+    """Compile an applier to one nested ``add(op, attrs, (kids...))`` expression, and an apply
+    loop with that expression inlined. Only integer register indices and ``repr``'d op names
+    enter the source text; attribute tuples are passed in through the namespace.
+    """
+    namespace: dict[str, Any] = {}
+
+    def expr(sub: PatternNode) -> str:
+        if isinstance(sub, Var):
+            return f"regs[{int(layout.slots[sub.name])}]"
+        assert isinstance(sub, POp)
+        name = f"attrs{len(namespace)}"
+        namespace[name] = make_attrs(sub.attrs)
+        kids = "".join(f"{expr(child)}, " for child in sub.children)
+        return f"add({sub.op!r}, {name}, ({kids}))"
+
+    code = _LOOP.format(expr=expr(node))
+    exec(compile(code, "<applier>", "exec"), namespace)  # noqa: S102 - generated above
+    return namespace["build"], namespace["loop"]
+
+
+class Rewrite:
+    """A named rewrite: ``searcher`` pattern, ``conditions`` in order, then ``applier``."""
+
+    def __init__(
+        self,
+        name: str,
+        searcher: PatternNode | Pattern,
+        applier: PatternNode | Applier,
+        *,
+        conditions: Iterable[Condition] = (),
+        commutative: Iterable[str] = (),
+        incremental: bool = True,
+    ) -> None:
+        self.name = name
+        self.pattern = searcher if isinstance(searcher, Pattern) else Pattern(searcher, commutative)
+        self.conditions = tuple(conditions)
+        self.incremental = incremental
+        self.applier: Applier = _applier(applier)
+        self._fast: Builder | None = None
+        self._loop: ApplyLoop | None = None
+        if isinstance(self.applier, PatternApplier):
+            self._check_names(self.applier)
+            if not self.conditions:
+                self._fast, self._loop = self.applier.compile(self.pattern.layout)
+
+    def _check_names(self, applier: PatternApplier) -> None:
+        if not all(isinstance(c, Guard | Let) for c in self.conditions):
+            return
+        bound = set(self.pattern.layout.slots) | {c.name for c in self.conditions
+                                                   if isinstance(c, Let)}
+        missing = applier.names - bound
+        if missing:
+            raise PatternError(f"rule '{self.name}': right side uses unbound {sorted(missing)}")
+
+    @property
+    def layout(self) -> Layout:
+        return self.pattern.layout
+
+    @property
+    def pure(self) -> bool:
+        """No conditions and a pattern applier: a match's effect depends only on its nodes."""
+        return self._fast is not None
+
+    def search(
+        self, egraph: EGraph, candidates: Iterable[int] | None = None, since: int = -1
+    ) -> list[Match]:
+        return self.pattern.search(egraph, candidates, since)
+
+    def apply_all(
+        self, egraph: EGraph, matches: list[Match], record: Recorder | None,
+        rejected: Counter[str],
+    ) -> int:
+        """Apply every match; returns how many changed the e-graph. ``record(match, ids_before)``
+        is called for each of those, ``rejected`` counts the conditions' reasons."""
+        if self._loop is not None:
+            return self._loop(matches, egraph.add_node, egraph.union, self.name, record, egraph)
+        count = 0
+        for match in matches:
+            before = egraph.id_count
+            outcome = self.apply_match(egraph, match)
+            if isinstance(outcome, Reject):
+                rejected[outcome.reason] += 1
+            elif outcome:
+                count += 1
+                if record is not None:
+                    record(match, before)
+        return count
+
+    def apply_match(self, egraph: EGraph, match: Match) -> bool | Reject:
+        """Run conditions and applier on one match; True when the e-graph changed."""
+        root: int = match[0]
+        if self._fast is not None:
+            return egraph.union(root, self._fast(egraph.add_node, match), self.name)
+        subst = Subst(self.pattern.layout, match)
+        for condition in self.conditions:
+            outcome = condition(egraph, root, subst)
+            if isinstance(outcome, Reject):
+                return outcome
+            subst = outcome
+        try:
+            ids = self.applier(egraph, root, subst)
+        except KeyError as exc:
+            raise EngineError(f"rule '{self.name}': applier read unbound name {exc}") from exc
+        changed = False
+        for cid in ids:
+            changed = egraph.union(root, cid, self.name) or changed
+        return changed
+
+    def __repr__(self) -> str:
+        return f"Rewrite({self.name!r}, {self.pattern.ast!r})"
+
+
+def _applier(applier: PatternNode | Applier) -> Applier:
+    if isinstance(applier, Var | POp):
+        return PatternApplier(applier)
+    if isinstance(applier, Wildcard) or not callable(applier):
+        raise PatternError(f"an applier is a pattern or a callable, not {applier!r}")
+    return applier
+
+
+def rewrite(
+    name: str, lhs: PatternNode | str, rhs: PatternNode | str | Applier, **options: Any
+) -> Rewrite:
+    """Build a rewrite; string sides are parsed as s-expressions (see ``engine.sexpr``)."""
+    from .sexpr import parse_pattern
+
+    left = parse_pattern(lhs) if isinstance(lhs, str) else lhs
+    right = parse_pattern(rhs) if isinstance(rhs, str) else rhs
+    return Rewrite(name, left, right, **options)
+
+
+def birewrite(
+    name: str, lhs: PatternNode | str, rhs: PatternNode | str, **options: Any
+) -> tuple[Rewrite, Rewrite]:
+    """``lhs <=> rhs``: two rewrites, ``name`` and ``name/rev``."""
+    forward = rewrite(name, lhs, rhs, **options)
+    backward = rewrite(f"{name}/rev", rhs, lhs, **options)
+    return forward, backward
