@@ -24,7 +24,7 @@ from ..errors import GeError
 PROG = "ge-rewrite"
 
 # Subcommand modules, in the order ``--help`` lists them.
-COMMANDS: tuple[str, ...] = ("compile", "run", "inspect")
+COMMANDS: tuple[str, ...] = ("compile", "run", "inspect", "rules")
 
 
 class _Parser(argparse.ArgumentParser):

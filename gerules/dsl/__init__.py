@@ -1,0 +1,42 @@
+"""The `.ger` rule language: parse, check and (``compile``) turn rule files into rewrites.
+
+Stages, one module each: ``source`` (limits, UTF-8) -> ``parser`` (Lark LALR, grammar in
+``gerules.grammar``) -> ``transform`` (AST in ``ast``) -> ``loader`` (includes, library) ->
+``check`` / ``rulecheck`` (names, ops, arity, attributes, scoping) -> ``soundness`` (shape and
+dtype of both sides) -> ``compile`` (engine rewrites). ``builtins`` / ``values`` /
+``evaluate`` are the compile-time expression language; ``contract`` reads decorators.
+
+Invariants: every mistake in a rule file is a ``RuleError`` (a ``GeError``) with a span;
+``load_rules`` either returns a library that passed every check or raises.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from ..ir.registry import Registry
+from .ast import Rule, RuleFile, Span
+from .check import check_library
+from .contract import Contract, contract_of
+from .errors import RuleError, RuleErrors, raise_errors
+from .loader import RuleLibrary, parse_library, parse_shipped
+from .parser import parse_text
+
+__all__ = [
+    "Contract", "Rule", "RuleError", "RuleErrors", "RuleFile", "RuleLibrary", "Span",
+    "check_library", "contract_of", "load_rules", "parse_library", "parse_shipped",
+    "parse_text",
+]
+
+
+def load_rules(paths: Iterable[str | os.PathLike[str]] | None = None,
+               registry: Registry | None = None, *, soundness: bool = True) -> RuleLibrary:
+    """Parse and check rule files or folders (``None``: the shipped ``rules/``).
+
+    Raises ``RuleError`` (``RuleErrors`` when there are several) on any mistake.
+    """
+    lib = parse_shipped() if paths is None else parse_library(paths)
+    raise_errors(list(lib.errors))
+    raise_errors(check_library(lib, registry, soundness=soundness))
+    return lib

@@ -1,0 +1,346 @@
+"""Built-in functions and constants of the rule language, one table entry each.
+
+A function is a plain Python function over ``values``; its arity and keyword names come
+from its Python signature, its documentation from its docstring (``docs/RULES.md`` lists the
+same table, and a test keeps the two in step). Adding a built-in is adding one function to
+``_FUNCTIONS``.
+
+Invariants:
+- Built-ins are pure and never see the e-graph: a pattern variable arrives as a
+  ``values.Tensor`` (its type and constant value, if known).
+- Failures raise ``values.EvalError`` with a message naming the argument.
+- Sizes stay bounded (``iota`` and ``reshape`` respect ``values.MAX_ELEMENTS``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .values import MAX_ELEMENTS, DType, EvalError, Tensor, kind, same, to_array
+
+
+@dataclass(frozen=True, slots=True)
+class Builtin:
+    name: str
+    fn: Callable[..., Any]
+    min_args: int
+    max_args: int | None
+    kwargs: tuple[str, ...]
+    signature: str
+    doc: str
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _shape_of(x: Any) -> tuple[Any, ...]:
+    if isinstance(x, Tensor):
+        if x.value is not None:
+            return tuple(int(d) for d in x.value.shape)
+        if x.type is None or x.type.shape is None:
+            raise EvalError(f"the shape of {x.name} is unknown")
+        return tuple(x.type.shape)
+    if isinstance(x, tuple):
+        return x
+    return tuple(int(d) for d in np.shape(to_array(x)))
+
+
+def _int(x: Any, what: str) -> int:
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
+        raise EvalError(f"{what} must be an integer, got {kind(x)}")
+    return int(x)
+
+
+def _dims(x: Any) -> tuple[Any, ...]:
+    """A shape argument: a tuple of dims, or the shape of a tensor."""
+    return x if isinstance(x, tuple) else _shape_of(x)
+
+
+# ---------------------------------------------------------------- functions
+
+
+def const(*xs: Any) -> bool:
+    """True when every argument has a value known at compile time."""
+    return all(not isinstance(x, Tensor) or x.value is not None for x in xs)
+
+
+def shape(x: Any) -> tuple[Any, ...]:
+    """The shape of a tensor as a list of dims (a symbolic dim is a string)."""
+    return _shape_of(x)
+
+
+def rank(x: Any) -> int:
+    """The number of dims of a tensor."""
+    return len(_shape_of(x))
+
+
+def dtype(x: Any) -> DType:
+    """The element type of a tensor (compare with f32, i64, ...)."""
+    if isinstance(x, Tensor):
+        if x.value is not None:
+            return DType(x.value.dtype.name)
+        if x.type is None:
+            raise EvalError(f"the dtype of {x.name} is unknown")
+        return DType(x.type.dtype)
+    if isinstance(x, np.ndarray):
+        return DType(x.dtype.name)
+    raise EvalError(f"dtype() needs a tensor, got {kind(x)}")
+
+
+def numel(x: Any) -> int:
+    """The number of elements of a tensor (or of a shape); the shape must be static."""
+    dims = _dims(x)
+    if not static(dims):
+        raise EvalError(f"shape {list(dims)} is not static")
+    return int(math.prod(dims))
+
+
+def static(x: Any) -> bool:
+    """True when every dim of a shape (or of a tensor's shape) is a known number."""
+    return all(isinstance(d, (int, np.integer)) for d in _dims(x))
+
+
+def broadcastable(*shapes: Any) -> bool:
+    """True when the shapes (or tensors) provably broadcast together (NumPy rules)."""
+    dims = [_dims(s) for s in shapes]
+    width = max((len(d) for d in dims), default=0)
+    for i in range(1, width + 1):
+        column = {d[-i] for d in dims if len(d) >= i} - {1}
+        if len(column) > 1:
+            return False
+    return True
+
+
+def bcast(v: Any, rank: Any, *, axis: Any = 0) -> np.ndarray:
+    """A 1-D value reshaped to `rank` dims, laid along `axis` (per-channel scales)."""
+    a = to_array(v).reshape(-1)
+    r, ax = _int(rank, "rank"), _int(axis, "axis")
+    if not -r <= ax < r:
+        raise EvalError(f"axis {ax} is out of range for rank {r}")
+    dims = [1] * r
+    dims[ax % r] = a.size
+    return a.reshape(dims)
+
+
+def reshape(v: Any, shape: Any) -> np.ndarray:
+    """A constant with new dims (one dim may be -1)."""
+    dims = tuple(_int(d, "a dim") for d in _dims(shape))
+    try:
+        return to_array(v).reshape(dims)
+    except ValueError:
+        raise EvalError(f"cannot reshape {kind(v)} to {list(dims)}") from None
+
+
+def sqrt(v: Any) -> Any:
+    """Square root, elementwise."""
+    return _unary_math(np.sqrt, v)
+
+
+def exp(v: Any) -> Any:
+    """e to the power v, elementwise."""
+    return _unary_math(np.exp, v)
+
+
+def log(v: Any) -> Any:
+    """Natural logarithm, elementwise."""
+    return _unary_math(np.log, v)
+
+
+def abs_(v: Any) -> Any:
+    """Absolute value, elementwise."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return abs(v)
+    return np.abs(to_array(v))
+
+
+def _unary_math(fn: Callable[[Any], Any], v: Any) -> Any:
+    with np.errstate(all="ignore"):
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(fn(float(v)))
+        return fn(to_array(v))
+
+
+def all_(v: Any) -> bool:
+    """True when every element is true."""
+    return bool(np.all(to_array(v)))
+
+
+def any_(v: Any) -> bool:
+    """True when some element is true."""
+    return bool(np.any(to_array(v)))
+
+
+def iota(n: Any) -> tuple[int, ...]:
+    """The list [0, 1, ..., n-1] (an identity permutation)."""
+    count = _int(n, "n")
+    if not 0 <= count <= MAX_ELEMENTS:
+        raise EvalError(f"iota({count}) is out of range")
+    return tuple(range(count))
+
+
+def len_(v: Any) -> int:
+    """The length of a list, or the first dim of a tensor."""
+    if isinstance(v, (tuple, str)):
+        return len(v)
+    dims = _shape_of(v)
+    if not dims:
+        raise EvalError("len() of a scalar")
+    return _int(dims[0], "the first dim")
+
+
+def approx(a: Any, b: Any, *, rtol: Any = 1e-5, atol: Any = 1e-8) -> bool:
+    """True when a and b agree within rtol and atol (NumPy allclose)."""
+    x, y = to_array(a), to_array(b)
+    try:
+        return bool(np.allclose(x, y, rtol=float(rtol), atol=float(atol)))
+    except (TypeError, ValueError):
+        raise EvalError(f"cannot compare {kind(a)} with {kind(b)}") from None
+
+
+def min_(*vs: Any) -> Any:
+    """The smallest of the arguments, or of the elements of one list."""
+    return _extreme(np.min, min, vs)
+
+
+def max_(*vs: Any) -> Any:
+    """The largest of the arguments, or of the elements of one list."""
+    return _extreme(np.max, max, vs)
+
+
+def _extreme(np_fn: Callable[..., Any], py_fn: Callable[..., Any], vs: tuple[Any, ...]) -> Any:
+    if not vs:
+        raise EvalError("needs at least one argument")
+    items = vs[0] if len(vs) == 1 else vs
+    if isinstance(items, tuple) and all(isinstance(v, (int, float)) for v in items):
+        if not items:
+            raise EvalError("of an empty list")
+        return py_fn(items)
+    arr = to_array(items if not isinstance(items, tuple) else np.asarray(
+        [to_array(v) for v in items]))
+    if arr.size == 0:
+        raise EvalError("of an empty list")
+    return np_fn(arr).item()
+
+
+def sum_(v: Any) -> Any:
+    """The sum of the elements."""
+    return np.sum(to_array(v)).item()
+
+
+def prod(v: Any) -> Any:
+    """The product of the elements (of a shape: its element count)."""
+    return np.prod(to_array(v), dtype=None).item()
+
+
+def int_(v: Any) -> int:
+    """A number (or a one-element tensor) as an integer, truncating toward zero."""
+    return int(_number(v))
+
+
+def float_(v: Any) -> float:
+    """A number (or a one-element tensor) as a float."""
+    return float(_number(v))
+
+
+def _number(v: Any) -> Any:
+    a = to_array(v)
+    if a.size != 1:
+        raise EvalError(f"expected one number, got {kind(v)}")
+    return a.reshape(()).item()
+
+
+def cast(v: Any, dtype: Any) -> np.ndarray:
+    """A constant converted to an element type: cast(0.5, dtype(x))."""
+    if not isinstance(dtype, DType):
+        raise EvalError(f"cast() needs an element type such as f32, got {kind(dtype)}")
+    with np.errstate(all="ignore"):
+        return to_array(v).astype(dtype.name)
+
+
+def splat(v: Any) -> bool:
+    """True when every element of a constant is the same (a broadcast scalar)."""
+    a = to_array(v)
+    return a.size > 0 and bool(np.all(a == a.reshape(-1)[0]))
+
+
+def item(v: Any) -> Any:
+    """The one value of a splat constant, as a number."""
+    a = to_array(v)
+    if not splat(a):
+        raise EvalError(f"item() needs a constant whose elements are all equal, got {kind(v)}")
+    return a.reshape(-1)[0].item()
+
+
+def concat(*seqs: Any) -> tuple[Any, ...]:
+    """The lists joined end to end: concat(shape(x)[:-1], [n])."""
+    out: list[Any] = []
+    for s in seqs:
+        out.extend(s if isinstance(s, tuple) else to_array(s).reshape(-1).tolist())
+    return tuple(out)
+
+
+def norm_axis(axis: Any, rank: Any) -> int:
+    """An axis in [-rank, rank) mapped to [0, rank)."""
+    a, r = _int(axis, "axis"), _int(rank, "rank")
+    if not -r <= a < r:
+        raise EvalError(f"axis {a} is out of range for rank {r}")
+    return a % r
+
+
+def inverse(perm: Any) -> tuple[int, ...]:
+    """The inverse of a permutation: inverse(p)[p[i]] == i."""
+    p = [_int(i, "a permutation entry") for i in perm]
+    if sorted(p) != list(range(len(p))):
+        raise EvalError(f"{p} is not a permutation")
+    out = [0] * len(p)
+    for i, v in enumerate(p):
+        out[v] = i
+    return tuple(out)
+
+
+def equal(a: Any, b: Any) -> bool:
+    """Whole-value equality: same shape and same elements."""
+    return same(a, b)
+
+
+# ---------------------------------------------------------------- tables
+
+
+def _entry(fn: Callable[..., Any]) -> Builtin:
+    sig = inspect.signature(fn)
+    params = list(sig.parameters.values())
+    positional = [p for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
+    variadic = any(p.kind is p.VAR_POSITIONAL for p in params)
+    keywords = tuple(p.name for p in params if p.kind is p.KEYWORD_ONLY)
+    shown = [("*" if p.kind is p.VAR_POSITIONAL else "") + p.name
+             + ("" if p.default is p.empty else f"={p.default}") for p in params]
+    name = fn.__name__.rstrip("_")
+    return Builtin(name, fn, len(positional),
+                   None if variadic else len(positional), keywords,
+                   f"{name}({', '.join(shown)})", (fn.__doc__ or "").strip())
+
+
+_FUNCTIONS = [
+    const, shape, rank, dtype, numel, static, broadcastable, bcast, reshape, sqrt, exp, log,
+    abs_, all_, any_, iota, len_, approx, min_, max_, sum_, prod, int_, float_, cast, splat, item,
+    concat, norm_axis, inverse, equal,
+]
+FUNCTIONS: dict[str, Builtin] = {b.name: b for b in map(_entry, _FUNCTIONS)}
+
+DTYPE_NAMES = {
+    "f16": "float16", "f32": "float32", "f64": "float64", "i8": "int8", "i16": "int16",
+    "i32": "int32", "i64": "int64", "u8": "uint8", "u16": "uint16", "u32": "uint32",
+    "u64": "uint64", "bool": "bool",
+}
+CONSTANTS: dict[str, tuple[Any, str]] = {
+    **{k: (DType(v), f"the {v} element type") for k, v in DTYPE_NAMES.items()},
+    "pi": (math.pi, "3.14159..."),
+    "inf": (math.inf, "positive infinity"),
+    "nan": (math.nan, "not a number"),
+}

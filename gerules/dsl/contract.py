@@ -1,0 +1,88 @@
+"""Decorators -> a rule's numerical contract (what the verifier holds the rule to).
+
+``@exact``: both sides are equal in exact arithmetic; the verifier allows only the rounding
+of the dtype (float reassociation, folded constants). ``@approx(rtol=.., atol=..)``: the right
+side approximates the left (tanh GELU for erf GELU) within the stated tolerances. A rule
+without a decorator is ``@exact``.
+
+Invariants:
+- ``check_decorators`` reports every decorator mistake; ``contract_of`` assumes a rule that
+  passed it (it never raises for a checked rule).
+- ``Contract.tags`` renders the contract as the rule text would (``@approx(rtol=0.001)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.registry import suggest
+from . import ast
+from .errors import RuleError
+
+DECORATORS = {"exact": (), "approx": ("rtol", "atol")}
+DEFAULT_RTOL = 1e-5
+DEFAULT_ATOL = 1e-8
+
+
+@dataclass(frozen=True, slots=True)
+class Contract:
+    exact: bool = True
+    rtol: float = 0.0
+    atol: float = 0.0
+
+    @property
+    def tags(self) -> str:
+        if self.exact:
+            return "@exact"
+        return f"@approx(rtol={self.rtol:g}, atol={self.atol:g})"
+
+
+def _number(expr: ast.Expr) -> float | None:
+    if isinstance(expr, ast.Num):
+        return float(expr.value)
+    return None
+
+
+def check_decorators(rule: ast.Rule) -> list[RuleError]:
+    errors: list[RuleError] = []
+    seen: set[str] = set()
+    for d in rule.decorators:
+        if d.name not in DECORATORS:
+            msg = f"unknown decorator @{d.name}{suggest(d.name, DECORATORS)}"
+            errors.append(RuleError(msg + "; rules take @exact or @approx(rtol=.., atol=..)",
+                                    d.span))
+            continue
+        if seen & {"exact", "approx"}:
+            errors.append(RuleError("a rule has one numerical contract: @exact or @approx",
+                                    d.span))
+        seen.add(d.name)
+        errors.extend(_check_args(d))
+    return errors
+
+
+def _check_args(d: ast.Decorator) -> list[RuleError]:
+    allowed = DECORATORS[d.name]
+    if d.args:
+        return [RuleError(f"@{d.name} takes keyword arguments only "
+                          f"({', '.join(f'{a}=' for a in allowed) or 'none'})", d.args[0].span)]
+    errors = []
+    for k in d.kwargs:
+        if k.name not in allowed:
+            hint = suggest(k.name, allowed)
+            errors.append(RuleError(f"@{d.name} has no argument '{k.name}'{hint}", k.span))
+        elif (v := _number(k.value)) is None or v < 0:
+            errors.append(RuleError(f"{k.name} must be a number >= 0", k.value.span))
+    if d.name == "approx" and not d.kwargs:
+        errors.append(RuleError("@approx needs a tolerance: @approx(rtol=1e-3) or atol=..",
+                                d.span))
+    return errors
+
+
+def contract_of(rule: ast.Rule) -> Contract:
+    """The rule's contract (``@exact`` when it has no decorator)."""
+    for d in rule.decorators:
+        if d.name == "approx":
+            values = {k.name: _number(k.value) or 0.0 for k in d.kwargs}
+            return Contract(False, values.get("rtol", DEFAULT_RTOL if "atol" not in values
+                                              else 0.0), values.get("atol", 0.0))
+    return Contract()

@@ -1,0 +1,132 @@
+"""Files and folders -> ``RuleLibrary``: reading, includes, and the library's tables.
+
+Invariants:
+- ``include "x.ger"`` resolves relative to the including file; each file is parsed once per
+  library (a diamond of includes is fine), an include cycle is a ``RuleError`` at the
+  ``include`` that closes it, naming the whole chain.
+- Files come in dependency order: a file's includes before the file itself; folders are
+  read recursively in sorted order.
+- ``parse_library`` never raises for a bad file: it returns the files it could parse and
+  the errors of the others, so a command can report every broken file at once.
+- Display paths are the paths as given (or ``rules/<name>`` for the shipped library); they
+  are what spans and messages show.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib.resources import as_file, files
+from pathlib import Path
+
+from . import ast
+from .errors import RuleError
+from .parser import parse_text
+from .source import read_source
+
+SHIPPED = "gerules.rules"
+
+
+@dataclass(frozen=True, slots=True)
+class RuleLibrary:
+    """Parsed rule files and what they declare, in load order."""
+
+    files: tuple[ast.RuleFile, ...]
+    errors: tuple[RuleError, ...] = ()  # files that could not be read or parsed
+    origin: Mapping[str, str] = field(default_factory=dict)  # display path -> top-level path
+
+    @property
+    def rules(self) -> tuple[ast.Rule, ...]:
+        return tuple(r for f in self.files for r in f.rules)
+
+    @property
+    def sources(self) -> dict[str, str]:
+        return {f.path: f.source for f in self.files}
+
+    def items(self, kind: type) -> list:  # type: ignore[type-arg]
+        return [i for f in self.files for i in f.items if isinstance(i, kind)]
+
+    @property
+    def rulesets(self) -> dict[str, tuple[ast.Rule, ...]]:
+        """Ruleset name -> its rules, in declaration order (rules without one are left out)."""
+        out: dict[str, list[ast.Rule]] = {d.name: [] for d in self.items(ast.RulesetDecl)}
+        for rule in self.rules:
+            if rule.ruleset is not None:
+                out.setdefault(rule.ruleset, []).append(rule)
+        return {k: tuple(v) for k, v in out.items()}
+
+    @property
+    def schedules(self) -> dict[str, ast.Schedule]:
+        return {s.name: s for s in self.items(ast.Schedule)}
+
+    @property
+    def commutative(self) -> tuple[ast.OpRef, ...]:
+        return tuple(op for c in self.items(ast.Commutative) for op in c.ops)
+
+    def rule(self, name: str) -> ast.Rule:
+        for r in self.rules:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+
+class _Loader:
+    def __init__(self) -> None:
+        self.files: list[ast.RuleFile] = []
+        self.errors: list[RuleError] = []
+        self.done: set[Path] = set()
+        self.origin: dict[str, str] = {}
+
+    def load(self, path: Path, display: str, opened_at: ast.Span | None,
+             chain: tuple[tuple[Path, str], ...], top: str) -> None:
+        real = path.resolve()
+        if any(p == real for p, _ in chain):
+            names = [d for _, d in chain] + [display]
+            start = next(i for i, (p, _) in enumerate(chain) if p == real)
+            assert opened_at is not None
+            raise RuleError(f"include cycle: {' -> '.join(names[start:])}", opened_at)
+        if real in self.done:
+            return
+        self.done.add(real)
+        parsed = parse_text(read_source(path, display, opened_at), display)
+        for inc in (i for i in parsed.items if isinstance(i, ast.Include)):
+            child = Path(os.path.normpath(os.path.join(os.path.dirname(display), inc.path)))
+            target = path.parent / inc.path
+            try:
+                self.load(target, str(child), inc.span, (*chain, (real, display)), top)
+            except RuleError as e:
+                self.errors.append(e.attach({display: parsed.source}))
+        self.files.append(parsed)
+        self.origin[display] = top
+
+    def load_top(self, path: Path, display: str) -> None:
+        try:
+            self.load(path, display, None, (), display)
+        except RuleError as e:
+            self.errors.append(e)
+
+
+def rule_paths(path: Path) -> list[Path]:
+    """``path`` itself, or the `.ger` files under a folder (recursive, sorted)."""
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*.ger") if p.is_file())
+    return [path]
+
+
+def parse_library(paths: Iterable[str | os.PathLike[str]]) -> RuleLibrary:
+    """Parse files and folders (with their includes) into one library, collecting errors."""
+    loader = _Loader()
+    for top in paths:
+        for path in rule_paths(Path(top)):
+            loader.load_top(path, str(path))
+    return RuleLibrary(tuple(loader.files), tuple(loader.errors), loader.origin)
+
+
+def parse_shipped() -> RuleLibrary:
+    """The library shipped in ``gerules.rules`` (display paths ``rules/<name>``)."""
+    loader = _Loader()
+    with as_file(files(SHIPPED)) as root:
+        for path in rule_paths(Path(root)):
+            loader.load_top(path, str(Path("rules") / path.relative_to(root)))
+    return RuleLibrary(tuple(loader.files), tuple(loader.errors), loader.origin)

@@ -1,0 +1,251 @@
+"""Lark parse tree -> AST, without recursion (deep input cannot overflow the Python stack).
+
+Invariants:
+- Each method builds one AST node from already-built children and the Lark ``meta``; spans
+  come from ``propagate_positions`` and point into the file being parsed.
+- Expression depth is tracked as nodes are built; an expression deeper than
+  ``MAX_NESTING`` is a ``RuleError`` at the node that crossed the limit, so every later
+  (recursive) walk over the tree is bounded.
+- Integer literals fit in 64 bits; anything larger is a ``RuleError`` at the literal.
+- Rules get the ruleset of the nearest ``ruleset`` line above them in the same file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+from lark import Token, Transformer_NonRecursive
+
+from . import ast
+from .ast import Span
+from .errors import RuleError
+from .source import MAX_NESTING
+
+_ESCAPE = re.compile(r"\\(.)")
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0"}
+_COMMENT_OR_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"|#[^\n]*')
+
+
+def clause_text(raw: str, keyword: str) -> str:
+    """A clause's source on one line, without its keyword and comments (a guard's reason)."""
+    body = _COMMENT_OR_STRING.sub(lambda m: m.group() if m.group()[0] == '"' else "", raw)
+    body = body.strip()
+    if body.startswith(keyword):
+        body = body[len(keyword):]
+    return " ".join(body.split())
+
+
+def unquote(token: str) -> str:
+    return _ESCAPE.sub(lambda m: _ESCAPES.get(m.group(1), m.group(1)), token[1:-1])
+
+
+class ToAst(Transformer_NonRecursive):  # type: ignore[type-arg]
+    """Builds ``ast`` nodes; one instance per file (it knows the file's name and text).
+
+    Every method takes ``(meta, children)``. Dispatch is direct (no ``v_args`` wrappers,
+    which cost a wrapper object per call) and exceptions are not wrapped in ``VisitError``.
+    """
+
+    def _call_userfunc(self, tree: Any, new_children: Any = None) -> Any:
+        children = new_children if new_children is not None else tree.children
+        return getattr(self, tree.data)(tree.meta, children)
+
+    def __init__(self, file: str, source: str) -> None:
+        super().__init__()
+        self.file = file
+        self.source = source
+        self._depth: dict[int, int] = {}
+
+    # ------------------------------------------------------------ helpers
+    def span(self, meta: Any) -> Span:
+        return Span(self.file, meta.line, meta.column, meta.end_line, meta.end_column)
+
+    def tspan(self, tok: Token) -> Span:
+        return Span(self.file, tok.line or 1, tok.column or 1, tok.end_line or 1,
+                    tok.end_column or 1)
+
+    def nested(self, node: Any, *children: Any) -> Any:
+        """Record ``node``'s depth; refuse expressions nested beyond ``MAX_NESTING``."""
+        depth = 1 + max((self._depth.get(id(c), 0) for c in children), default=0)
+        if depth > MAX_NESTING:
+            raise RuleError(f"expression nests deeper than {MAX_NESTING} levels", node.span)
+        self._depth[id(node)] = depth
+        return node
+
+    def split_args(self, items: Any) -> tuple[tuple[ast.Expr, ...], tuple[ast.Kwarg, ...]]:
+        args: list[ast.Expr] = []
+        kwargs: list[ast.Kwarg] = []
+        for item in items or ():
+            if isinstance(item, ast.Kwarg):
+                kwargs.append(item)
+            elif kwargs:
+                raise RuleError("a positional argument cannot follow a keyword argument",
+                                item.span)
+            else:
+                args.append(item)
+        return tuple(args), tuple(kwargs)
+
+    # ------------------------------------------------------------ file level
+    def start(self, meta: Any, items: list[Any]) -> list[Any]:
+        out: list[Any] = []
+        current: str | None = None
+        for item in items:
+            if isinstance(item, ast.RulesetDecl):
+                current = item.name
+            elif isinstance(item, ast.Rule):
+                item = dataclasses.replace(item, ruleset=current)
+            out.append(item)
+        return out
+
+    def include(self, meta: Any, c: list[Any]) -> ast.Include:
+        return ast.Include(unquote(c[0]), self.span(meta))
+
+    def ruleset(self, meta: Any, c: list[Any]) -> ast.RulesetDecl:
+        return ast.RulesetDecl(str(c[0]), self.span(meta))
+
+    def commutative(self, meta: Any, c: list[Any]) -> ast.Commutative:
+        return ast.Commutative(tuple(ast.OpRef(d, o, s) for d, o, s in c), self.span(meta))
+
+    def opname(self, meta: Any, c: list[Any]) -> tuple[str, str, Span]:
+        domain, _, op = str(c[0]).rpartition(".")
+        return domain, op, self.tspan(c[0])
+
+    # ------------------------------------------------------------ rules
+    def rule(self, meta: Any, c: list[Any]) -> ast.Rule:
+        decorators = [x for x in c if isinstance(x, ast.Decorator)]
+        rest = c[len(decorators):]
+        name, lhs = rest[0], rest[1]
+        arrow = next(i for i, x in enumerate(rest) if isinstance(x, str) and x in ("=>", "<=>"))
+        clauses = tuple(rest[2:arrow]) + tuple(rest[arrow + 2:])
+        return ast.Rule(str(name), tuple(decorators), lhs, clauses, rest[arrow] == "<=>",
+                        rest[arrow + 1], None, self.span(meta), self.tspan(name))
+
+    def arrow(self, meta: Any, c: list[Any]) -> str:
+        return str(c[0])
+
+    def decorator(self, meta: Any, c: list[Any]) -> ast.Decorator:
+        args, kwargs = self.split_args(c[1] if len(c) > 1 else ())
+        return ast.Decorator(str(c[0]), args, kwargs, self.span(meta))
+
+    def where(self, meta: Any, c: list[Any]) -> ast.Where:
+        raw = self.source[meta.start_pos:meta.end_pos]
+        return ast.Where(c[0], clause_text(raw, "where"), self.span(meta))
+
+    def let(self, meta: Any, c: list[Any]) -> ast.Let:
+        raw = self.source[meta.start_pos:meta.end_pos]
+        return ast.Let(str(c[0]), c[1], clause_text(raw, "let"), self.span(meta))
+
+    # ------------------------------------------------------------ schedules
+    def schedule(self, meta: Any, c: list[Any]) -> ast.Schedule:
+        return ast.Schedule(c[0], c[1], self.span(meta))
+
+    def sched_name(self, meta: Any, c: list[Any]) -> str:
+        return str(c[0])
+
+    def steps(self, meta: Any, c: list[Any]) -> tuple[ast.Step, ...]:
+        return tuple(c)
+
+    def run(self, meta: Any, c: list[Any]) -> ast.Run:
+        return ast.Run(str(c[0]), self.span(meta))
+
+    def saturate(self, meta: Any, c: list[Any]) -> ast.Saturate:
+        return ast.Saturate(c[0], self.span(meta))
+
+    def repeat(self, meta: Any, c: list[Any]) -> ast.Repeat:
+        return ast.Repeat(self.int_value(c[0]), c[1], self.span(meta))
+
+    # ------------------------------------------------------------ expressions
+    def binary(self, meta: Any, c: list[Any]) -> ast.Binary:
+        return self.nested(ast.Binary(str(c[1]), c[0], c[2], self.span(meta)), c[0], c[2])
+
+    def not_in(self, meta: Any, c: list[Any]) -> ast.Binary:
+        return self.nested(ast.Binary("not in", c[0], c[3], self.span(meta)), c[0], c[3])
+
+    def unary(self, meta: Any, c: list[Any]) -> ast.Unary:
+        return self.nested(ast.Unary(str(c[0]), c[1], self.span(meta)), c[1])  # type: ignore
+
+    def index(self, meta: Any, c: list[Any]) -> ast.Index:
+        return self.nested(ast.Index(c[0], c[1], self.span(meta)), c[0], c[1])
+
+    def slice(self, meta: Any, c: list[Any]) -> ast.Slice:
+        return self.nested(ast.Slice(c[0], c[1], c[2], self.span(meta)), *c)
+
+    def int_value(self, tok: Token) -> int:
+        digits = str(tok).replace("_", "")
+        if len(digits) > 19 or int(digits) >= 1 << 63:
+            raise RuleError(f"integer {tok} does not fit in 64 bits", self.tspan(tok))
+        return int(digits)
+
+    def int(self, meta: Any, c: list[Any]) -> ast.Num:
+        return ast.Num(self.int_value(c[0]), self.span(meta))
+
+    def float(self, meta: Any, c: list[Any]) -> ast.Num:
+        return ast.Num(float(str(c[0]).replace("_", "")), self.span(meta))
+
+    def string(self, meta: Any, c: list[Any]) -> ast.Str:
+        return ast.Str(unquote(c[0]), self.span(meta))
+
+    def true(self, meta: Any, c: list[Any]) -> ast.Bool:
+        return ast.Bool(True, self.span(meta))
+
+    def false(self, meta: Any, c: list[Any]) -> ast.Bool:
+        return ast.Bool(False, self.span(meta))
+
+    def none(self, meta: Any, c: list[Any]) -> ast.NoneLit:
+        return ast.NoneLit(self.span(meta))
+
+    def name(self, meta: Any, c: list[Any]) -> ast.Name | ast.Wildcard:
+        if str(c[0]) == "_":
+            return ast.Wildcard(self.span(meta))
+        return ast.Name(str(c[0]), self.span(meta))
+
+    def attr_read(self, meta: Any, c: list[Any]) -> ast.AttrRead:
+        return ast.AttrRead(str(c[0]), str(c[1]), self.span(meta))
+
+    def call(self, meta: Any, c: list[Any]) -> ast.Call:
+        args, kwargs = self.split_args(c[1])
+        node = ast.Call(str(c[0]), args, kwargs, self.span(meta))
+        return self.nested(node, *args, *(k.value for k in kwargs))
+
+    def items(self, meta: Any, c: list[Any]) -> tuple[ast.Expr, ...]:
+        return tuple(c)
+
+    def list(self, meta: Any, c: list[Any]) -> ast.ListLit:
+        items = c[0] or ()
+        return self.nested(ast.ListLit(items, self.span(meta)), *items)
+
+    def tuple(self, meta: Any, c: list[Any]) -> ast.TupleLit:
+        items = (c[0], *(c[1] or ()))
+        return self.nested(ast.TupleLit(items, self.span(meta)), *items)
+
+    def args(self, meta: Any, c: list[Any]) -> list[Any]:
+        return c
+
+    def kwarg(self, meta: Any, c: list[Any]) -> ast.Kwarg:
+        return self.nested(ast.Kwarg(str(c[0]), c[1], self.span(meta)), c[1])
+
+    # ------------------------------------------------------------ ops
+    def op_call(self, meta: Any, c: list[Any]) -> ast.OpCall:
+        (domain, op, op_span), raw_args, attrs, output, binder = c
+        args, kwargs = self.split_args(raw_args)
+        node = ast.OpCall(domain, op, args, kwargs, attrs or (), output, binder and binder[0],
+                          self.span(meta), op_span, binder and binder[1])
+        values = [a.value for a in node.attrs if isinstance(a, ast.AttrSet)]
+        return self.nested(node, *args, *(k.value for k in kwargs), *values)
+
+    def attr_block(self, meta: Any, c: list[Any]) -> tuple[ast.AttrItem, ...]:
+        return tuple(x for x in c if x is not None)
+
+    def attr_set(self, meta: Any, c: list[Any]) -> ast.AttrSet:
+        return ast.AttrSet(str(c[0]), c[1], self.span(meta))
+
+    def attr_copy(self, meta: Any, c: list[Any]) -> ast.AttrCopy:
+        return ast.AttrCopy(str(c[0]), self.span(meta))
+
+    def output(self, meta: Any, c: list[Any]) -> int:
+        return self.int_value(c[0])
+
+    def binder(self, meta: Any, c: list[Any]) -> tuple[str, Span]:
+        return str(c[0]), self.tspan(c[0])
