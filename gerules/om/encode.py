@@ -5,7 +5,8 @@ Invariants:
   ``"nan"``, ``"inf"``, ``"-inf"``); ``decode`` reads back an equal graph, equal attributes
   (attribute tensors included) and equal plans.
 - Weights (initializers and attribute tensors) are stored once per content
-  (``gerules.ir.graph.content_key``); the table gives each blob's dtype, shape, offset in the
+  (``gerules.ir.graph.content_key``, computed only for arrays of equal dtype and shape); the
+  table gives each blob's dtype, shape, offset in the
   WEIGHTS section (a multiple of 64) and byte size.
 - Names are checked with ``check_name`` before anything is written, so the writer never
   produces a file its own reader refuses.
@@ -24,6 +25,7 @@ from ..errors import ModelError
 from ..ir.attrs import AttrValue
 from ..ir.dtypes import ONNX_CODES
 from ..ir.graph import Graph, Node, TensorType, Value, content_key
+from ..memory.plan import unique_arrays
 from .contents import OmContents, Variant
 from .format import ALIGN, pad
 from .names import check_name
@@ -35,24 +37,28 @@ class Blobs:
 
     arrays: tuple[np.ndarray, ...]
     offsets: tuple[int, ...]
-    index: Mapping[str, int]  # content key -> blob number
+    index: Mapping[int, int]  # id() of every weight array in the graph -> blob number
     size: int  # bytes of the WEIGHTS section, padding included
 
 
 def collect_blobs(graph: Graph) -> Blobs:
-    arrays: list[np.ndarray] = []
-    index: dict[str, int] = {}
-    for arr in _all_tensors(graph):
-        key = content_key(arr)
-        if key not in index:
-            _check_dtype(arr.dtype.name)
-            index[key] = len(arrays)
-            arrays.append(arr)
-    offsets, at = [], 0
+    """Initializers and attribute tensors, each content stored once."""
+    arrays = _all_tensors(graph)
     for arr in arrays:
+        _check_dtype(arr.dtype.name)
+    unique = unique_arrays(arrays)
+    index = {id(a): i for i, a in enumerate(unique)}
+    repeated = [a for a in arrays if id(a) not in index]
+    if repeated:
+        kinds = {(a.dtype.str, a.shape) for a in repeated}
+        by_key = {content_key(a): i for i, a in enumerate(unique)
+                  if (a.dtype.str, a.shape) in kinds}
+        index.update({id(a): by_key[content_key(a)] for a in repeated})
+    offsets, at = [], 0
+    for arr in unique:
         offsets.append(at)
         at += arr.nbytes + pad(arr.nbytes, ALIGN)
-    return Blobs(tuple(arrays), tuple(offsets), index, at)
+    return Blobs(tuple(unique), tuple(offsets), index, at)
 
 
 def _all_tensors(graph: Graph) -> list[np.ndarray]:
@@ -90,7 +96,7 @@ def encode_graph(graph: Graph, blobs: Blobs) -> dict[str, Any]:
         "inputs": [encode_value(v) for v in graph.inputs],
         "outputs": [encode_value(v) for v in graph.outputs],
         "initializers": [{"name": check_name(name, "initializer"),
-                          "weight": blobs.index[content_key(arr)]}
+                          "weight": blobs.index[id(arr)]}
                          for name, arr in graph.initializers.items()],
         "nodes": [encode_node(n, blobs) for n in graph.nodes],
     }
@@ -120,7 +126,7 @@ def encode_node(node: Node, blobs: Blobs) -> dict[str, Any]:
 
 def encode_attr(value: AttrValue, blobs: Blobs, where: str) -> dict[str, Any]:
     if isinstance(value, np.ndarray):
-        return {"type": "tensor", "weight": blobs.index[content_key(value)]}
+        return {"type": "tensor", "weight": blobs.index[id(value)]}
     if isinstance(value, bool | int):
         return {"type": "int", "value": int(value)}
     if isinstance(value, float):

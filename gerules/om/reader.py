@@ -5,8 +5,10 @@ Invariants:
   size, magic, version, header size and section count, header checksum, declared file size,
   every section's offset and length (Python integers against the real size), zero padding
   between sections (so every byte of the file is covered by a check), then the SHA-256 of every
-  section (read through the memory map, no copies), then MODEL_DEF (at most
-  ``MAX_JSON_BYTES``; JSON nesting errors are caught), then the graph, weights and plans.
+  section read through the memory map without copies (WEIGHTS on a second thread while
+  MODEL_DEF is decoded; a checksum failure is reported in preference to a decoding error), then
+  MODEL_DEF (at most ``MAX_JSON_BYTES``; JSON nesting errors are caught), the graph, the
+  weights and the plans.
   So a bad file never makes the reader allocate more than a small multiple of its own size.
 - REPORT is opaque: its checksum is verified, its JSON is parsed only by ``OmFile.report()``.
 - An ``OmFile`` owns the memory map; weights are read-only views into it. ``close()`` releases
@@ -21,6 +23,7 @@ import hashlib
 import json
 import mmap
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -47,13 +50,22 @@ class OmFile:
         self._map = _map(self.path, size)
         try:
             self._check_gaps(size)
-            self._check_digests(verify_weights)
-            doc = self._json(Kind.MODEL_DEF)
-            self.contents: OmContents = decode(doc, self._map, self.section(Kind.WEIGHTS),
-                                               self.path, registry or default_registry())
+            self._check_digests([s for s in self.sections if s.kind != Kind.WEIGHTS])
+            weights = [s for s in self.sections if s.kind == Kind.WEIGHTS and verify_weights]
+            with ThreadPoolExecutor(1, thread_name_prefix="gerules-sha") as pool:
+                hashed = pool.submit(self._check_digests, weights)  # hashlib drops the GIL
+                try:
+                    self.contents: OmContents = self._decode(registry)
+                finally:
+                    hashed.result()  # a checksum failure outranks a decoding error
         except BaseException:
             self.close()
             raise
+
+    def _decode(self, registry: Registry | None) -> OmContents:
+        doc = self._json(Kind.MODEL_DEF)
+        return decode(doc, self._map, self.section(Kind.WEIGHTS), self.path,
+                      registry or default_registry())
 
     def section(self, kind: Kind) -> Section:
         for s in self.sections:
@@ -103,10 +115,8 @@ class OmFile:
                                       "file is corrupt)", file=self.path)
             start = max(start, hi)
 
-    def _check_digests(self, verify_weights: bool) -> None:
-        for s in self.sections:
-            if s.kind == Kind.WEIGHTS and not verify_weights:
-                continue
+    def _check_digests(self, sections: list[Section]) -> None:
+        for s in sections:
             with self._view(s) as view:
                 ok = hashlib.sha256(view).digest() == s.digest
             if not ok:

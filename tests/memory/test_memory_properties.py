@@ -13,6 +13,7 @@ from gerules.memory import MemoryPlan, analyze, plan_memory, verify_plan
 from gerules.memory.liveness import alias_sources
 from gerules.memory.offsets import arena_size, first_fit, greedy_by_size
 from gerules.memory.plan import peak
+from gerules.memory.schedule import memory_aware_order
 from gerules.memory.timeline import StreamOrder, Timeline
 
 
@@ -141,3 +142,32 @@ def _alias_links(g: Graph, p: MemoryPlan, nbytes: dict[str, int]) -> set[frozens
 
     return {frozenset((a, b)) for a in p.offsets for b in p.offsets
             if a != b and root(a) == root(b)}
+
+
+@given(random_graphs(max_nodes=16))
+def test_the_cached_scheduler_picks_what_full_recomputation_picks(g: Graph) -> None:
+    sizes = {t.name: t.size for t in analyze(g, range(len(g.nodes))).tensors}
+    assert memory_aware_order(g, sizes) == _naive_order(g, sizes)
+
+
+def _naive_order(g: Graph, sizes: dict[str, int]) -> tuple[int, ...]:
+    """The scheduler's rule, every key recomputed from scratch at every step."""
+    produced = {o for n in g.nodes for o in n.outputs}
+    done: list[int] = []
+    while len(done) < len(g.nodes):
+        made = {o for k in done for o in g.nodes[k].outputs}
+        ready = [k for k in range(len(g.nodes)) if k not in done
+                 and all(i in made for i in g.nodes[k].present_inputs() if i in produced)]
+
+        def key(c: int, made: set[str] = made) -> tuple[int, int, int]:
+            later = [k for k in range(len(g.nodes)) if k not in done and k != c]
+            freed = sum(sizes[i] for i in set(g.nodes[c].present_inputs())
+                        if i in produced and i not in g.output_names
+                        and not any(i in g.nodes[k].inputs for k in later))
+            outs = set(g.nodes[c].outputs)
+            completes = sum(1 for r in later if outs & set(g.nodes[r].inputs) and all(
+                i in made or i in outs for i in g.nodes[r].present_inputs() if i in produced))
+            return sum(sizes[o] for o in outs) - freed, -completes, c
+
+        done.append(min(ready, key=key))
+    return tuple(done)
