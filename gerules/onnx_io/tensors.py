@@ -1,10 +1,11 @@
 """ONNX ``TensorProto`` <-> NumPy, with every size checked before anything is allocated.
 
 Invariants:
-- ``check_dims`` never trusts a count from the file: every dim must be ``>= 0``; the element
-  and byte counts are products of Python ints, checked against int64 and against the byte
-  budget before an array is built. Exceeding int64 is a ``ModelError`` (the file is wrong);
-  exceeding the budget is a ``ResourceLimit`` (the file may be fine, the budget is not).
+- ``check_dims`` never trusts a count from the file: at most ``MAX_RANK`` dims, each
+  ``>= 0``; the element and byte counts are products of Python ints, checked against int64
+  and against the byte budget before an array is built. Exceeding int64 is a ``ModelError``
+  (the file is wrong); exceeding the budget is a ``ResourceLimit`` (the file may be fine,
+  the budget is not).
 - ``tensor_to_array`` takes the data from exactly one place: ``raw_data``, external data, or
   the typed field for the element type. ``raw_data`` (and external data) must hold exactly
   ``numel * itemsize`` bytes, typed fields exactly ``numel`` values; either mismatch is an
@@ -26,6 +27,7 @@ from ..errors import ModelError, ResourceLimit
 from ..ir import dtypes
 
 INT64_MAX = 2**63 - 1
+MAX_RANK = 64  # NumPy's limit (ONNX sets none)
 DEFAULT_MAX_TENSOR_BYTES = 4 << 30
 
 # Where the values of each element type live when ``raw_data`` is not used (onnx.proto).
@@ -53,6 +55,8 @@ ExternalReader = Callable[[onnx.TensorProto, int], bytearray]
 def check_dims(dims: Sequence[int], dtype: str, *, tensor: str,
                max_bytes: int | None = None) -> int:
     """The element count of a tensor with ``dims``; refuses negative dims and overflow."""
+    if len(dims) > MAX_RANK:
+        raise ModelError(f"rank {len(dims)} is over the supported {MAX_RANK}", tensor=tensor)
     numel = 1
     for d in dims:
         if d < 0:

@@ -213,6 +213,8 @@ TENSOR_CASES = [
     BadCase("dims_over_budget", _write(_with_init(_raw_tensor([2**20, 2**20], b""))),
             r"tensor 'w': shape \[1048576, 1048576\] of float32 needs 4398046511104 bytes, "
             r"over the tensor budget", exit_code=3),
+    BadCase("rank_over_64", _write(_with_init(_raw_tensor([1] * 65, bytes(4)))),
+            r"tensor 'w': rank 65 is over the supported 64"),
     BadCase("negative_dim", _write(_with_init(_raw_tensor([-4], b""))),
             r"tensor 'w': negative dim -4"),
     BadCase("raw_data_short", _write(_with_init(_raw_tensor([4], bytes(12)))),

@@ -127,3 +127,23 @@ def test_scalar_and_empty_initializers_keep_their_shapes() -> None:
     assert {t.name: list(t.dims) for t in model.graph.initializer} == {"k": [], "e": [0, 4]}
     loaded = load_model(model.SerializeToString())
     assert loaded.initializers["k"].shape == () and loaded.initializers["e"].shape == (0, 4)
+
+
+def test_constant_nodes_stay_constants_and_attribute_kinds_follow_the_schema() -> None:
+    value = np.array([[1.5, -2.0]], dtype=np.float32)
+    graph = Graph(
+        nodes=(Node("Constant", (), ("c",), {"value": value}, name="const"),
+               Node("LeakyRelu", ("c",), ("y",), {"alpha": 1}, name="leaky")),
+        inputs=(),
+        outputs=(Value.of("y", "float32", (1, 2)),),
+    )
+    model = to_model_proto(graph)
+    onnx.checker.check_model(model, full_check=True)
+    const, leaky = model.graph.node
+    A = onnx.AttributeProto
+    assert (const.attribute[0].name, const.attribute[0].type) == ("value", A.TENSOR)
+    assert (leaky.attribute[0].type, leaky.attribute[0].f) == (A.FLOAT, 1.0)
+    loaded = load_model(model.SerializeToString())
+    assert [n.op for n in loaded.nodes] == ["Constant", "LeakyRelu"]
+    assert np.array_equal(loaded.nodes[0].attrs["value"], value)
+    assert np.array_equal(run_graph(loaded, {})["y"], _ort(model, {})[0])
