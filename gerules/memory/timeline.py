@@ -60,7 +60,9 @@ def stream_preds(graph: Graph, order: Sequence[int], streams: Sequence[int]
 class Timeline:
     """Entities (each a first access and a set of accesses) and their ordering.
 
-    ``hb is None`` means one stream (``Linear``): an entity is summarised by its last access.
+    ``hb is None`` means one stream: an entity is summarised by its last access. With streams,
+    ``after[i, p]`` says that every access of entity ``i`` happens before position ``p``, so
+    ordering two entities is two lookups.
     """
 
     def __init__(self, firsts: Sequence[int], accesses: Sequence[Sequence[int]],
@@ -68,25 +70,24 @@ class Timeline:
         self.first = np.asarray(firsts, dtype=np.int64)
         self.last = np.asarray([max(a) for a in accesses], dtype=np.int64)
         self.hb = hb
+        self.accesses = [tuple(a) for a in accesses]
         if hb is not None:
-            self.acc = np.zeros((len(accesses), hb.end + 1), dtype=bool)
-            for i, acc in enumerate(accesses):
-                self.acc[i, list(acc)] = True
+            descendants = hb.anc.T  # row a: the positions that a happens before
+            self.after = np.stack([np.logical_and.reduce(descendants[list(a)], axis=0)
+                                   for a in accesses]) if accesses else np.zeros(
+                (0, hb.end + 1), dtype=bool)
 
     def ordered(self, i: int, js: np.ndarray) -> np.ndarray:
         """For each ``j`` in ``js``: are ``i`` and ``j`` ordered (one done before the other)?"""
         if self.hb is None:
             out: np.ndarray = (self.last[i] < self.first[js]) | (self.last[js] < self.first[i])
             return out
-        anc = self.hb.anc
-        i_first = ~(self.acc[i][None, :] & ~anc[self.first[js]]).any(axis=1)
-        j_first = ~(self.acc[js] & ~anc[self.first[i]][None, :]).any(axis=1)
-        return i_first | j_first  # type: ignore[no-any-return]
+        both: np.ndarray = self.after[i, self.first[js]] | self.after[js, self.first[i]]
+        return both
 
     def done_by(self, i: int, pos: int, *, inclusive: bool = False) -> bool:
         """Does every access of ``i`` happen before ``pos`` (or at ``pos`` when inclusive)?"""
         if self.hb is None:
             return bool(self.last[i] < pos or (inclusive and self.last[i] <= pos))
-        reach = self.hb.anc[pos].copy()
-        reach[pos] |= inclusive
-        return not bool((self.acc[i] & ~reach).any())
+        anc = self.hb.anc[pos]
+        return all(anc[a] or (inclusive and a == pos) for a in self.accesses[i])
