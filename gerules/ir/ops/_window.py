@@ -93,7 +93,7 @@ def kernel_of(attrs: Mapping[str, Any], weight_shape: Sequence[Dim] | None,
     if value is not None and len(ints(value)):
         k = tuple(ints(value))
     elif weight_shape is not None and all(isinstance(d, int) for d in weight_shape[2:]):
-        k = tuple(int(d) for d in weight_shape[2:])  # type: ignore[arg-type]
+        k = tuple(int(d) for d in weight_shape[2:])
     else:
         raise ShapeError("kernel_shape is unknown")
     if len(k) != n:
@@ -164,7 +164,7 @@ def window_counts(size: int, win: Window, i: int, include_pad: bool) -> np.ndarr
     start = np.arange(win.out[i]) * win.strides[i] - win.begin[i]
     pos = start[:, None] + np.arange(win.kernel[i])[None, :] * win.dilations[i]
     lo, hi = (-win.begin[i], size + win.end[i]) if include_pad else (0, size)
-    return ((pos >= lo) & (pos < hi)).sum(axis=1)
+    return np.asarray(((pos >= lo) & (pos < hi)).sum(axis=1))
 
 
 def ceil_div(a: int, b: int) -> int:

@@ -40,7 +40,7 @@ SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
 
 
 def relu(x: np.ndarray) -> np.ndarray:
-    return np.maximum(x, x.dtype.type(0))
+    return np.asarray(np.maximum(x, x.dtype.type(0)))
 
 
 def leaky_relu(x: np.ndarray, alpha: float = 0.01) -> np.ndarray:
@@ -48,28 +48,28 @@ def leaky_relu(x: np.ndarray, alpha: float = 0.01) -> np.ndarray:
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
-    return special.expit(x)
+    return np.asarray(special.expit(x))
 
 
 def hard_sigmoid(x: np.ndarray, alpha: float = 0.2, beta: float = 0.5) -> np.ndarray:
-    return np.clip(x * x.dtype.type(alpha) + x.dtype.type(beta), 0, 1)
+    return np.asarray(np.clip(x * x.dtype.type(alpha) + x.dtype.type(beta), 0, 1))
 
 
 def hard_swish(x: np.ndarray) -> np.ndarray:
-    return x * hard_sigmoid(x, 1.0 / 6.0, 0.5)
+    return np.asarray(x * hard_sigmoid(x, 1.0 / 6.0, 0.5))
 
 
 def gelu(x: np.ndarray, approximate: str = "none") -> np.ndarray:
     if approximate == "tanh":
         inner = x.dtype.type(SQRT_2_OVER_PI) * (x + x.dtype.type(0.044715) * x * x * x)
-        return x.dtype.type(0.5) * x * (1 + np.tanh(inner))
+        return np.asarray(x.dtype.type(0.5) * x * (1 + np.tanh(inner)))
     if approximate != "none":
         raise ShapeError(f"Gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return x.dtype.type(0.5) * x * (1 + special.erf(x / x.dtype.type(np.sqrt(2.0))))
+    return np.asarray(x.dtype.type(0.5) * x * (1 + special.erf(x / x.dtype.type(np.sqrt(2.0)))))
 
 
 def softplus(x: np.ndarray) -> np.ndarray:
-    return np.logaddexp(x, x.dtype.type(0))
+    return np.asarray(np.logaddexp(x, x.dtype.type(0)))
 
 
 def elu(x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
@@ -78,16 +78,16 @@ def elu(x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
 
 def selu(x: np.ndarray, alpha: float = 1.67326319217681884765625,
          gamma: float = 1.05070102214813232421875) -> np.ndarray:
-    return x.dtype.type(gamma) * elu(x, alpha)
+    return np.asarray(x.dtype.type(gamma) * elu(x, alpha))
 
 
 def celu(x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
     a = x.dtype.type(alpha)
-    return np.maximum(x, 0) + np.minimum(0, a * np.expm1(x / a))
+    return np.asarray(np.maximum(x, 0) + np.minimum(0, a * np.expm1(x / a)))
 
 
 def mish(x: np.ndarray) -> np.ndarray:
-    return x * np.tanh(softplus(x))
+    return np.asarray(x * np.tanh(softplus(x)))
 
 
 def thresholded_relu(x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
@@ -100,7 +100,7 @@ def shrink(x: np.ndarray, bias: float = 0.0, lambd: float = 0.5) -> np.ndarray:
 
 
 def swish(x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
-    return x * sigmoid(x * x.dtype.type(alpha))
+    return np.asarray(x * sigmoid(x * x.dtype.type(alpha)))
 
 
 def clip(x: np.ndarray, lo: Any = None, hi: Any = None) -> np.ndarray:
@@ -189,7 +189,7 @@ CLIP_ATTRS = [attr("min", "float", -3.4028234663852886e38),
               attr("max", "float", 3.4028234663852886e38)]
 
 SCHEMAS = [
-    unary("Relu", 6, relu, doc="Y = max(X, 0)"),
+    unary("Relu", 6, relu, doc="rectified linear unit, Y = max(X, 0)"),
     unary("LeakyRelu", 6, leaky_relu, attrs=[attr("alpha", "float", 0.01)], flops_per_elem=2,
           doc="Y = X if X >= 0 else alpha * X"),
     schema("PRelu", 7, "X slope", "Y", _prelu_infer, _prelu_kernel,

@@ -126,7 +126,7 @@ def _conv_core(x: np.ndarray, w: np.ndarray, group: int, win: Any) -> np.ndarray
         cols = _im2col(pad_for(x, win), win).reshape(n, group, -1, prod(win.out))
     wg = w.reshape(group, m // group, -1)
     y = np.matmul(wg, cols)  # [g, M/g, K] @ [N, g, K, P] -> [N, g, M/g, P]
-    return y.reshape(n, m, *win.out)
+    return np.asarray(y.reshape(n, m, *win.out))
 
 
 def _conv_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:

@@ -40,12 +40,12 @@ BOOL = frozenset({"bool"})
 
 def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind not in "iu":
-        return np.divide(a, b)
+        return np.asarray(np.divide(a, b))
     if np.any(b == 0):
         raise KernelError("Div: integer division by zero")
     q = np.floor_divide(a, b)
     fix = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
-    return q + fix.astype(q.dtype)
+    return np.asarray(q + fix.astype(q.dtype))
 
 
 def _mod(a: np.ndarray, b: np.ndarray, fmod: int = 0) -> np.ndarray:
@@ -53,7 +53,7 @@ def _mod(a: np.ndarray, b: np.ndarray, fmod: int = 0) -> np.ndarray:
     defines the latter for floats; earlier opsets leave it undefined, so it is allowed)."""
     if a.dtype.kind in "iu" and np.any(b == 0):
         raise KernelError("Mod: integer modulo by zero")
-    return np.fmod(a, b) if fmod else np.mod(a, b)
+    return np.asarray(np.fmod(a, b) if fmod else np.mod(a, b))
 
 
 def _pow_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
@@ -147,6 +147,8 @@ def _isinf(x: np.ndarray, detect_negative: int = 1, detect_positive: int = 1) ->
 
 SIGNED = frozenset(FLOATS | {"int8", "int16", "int32", "int64"})
 
+FLOAT = frozenset(FLOATS)
+
 SCHEMAS = [
     binary("Add", 7, np.add, commutative=True, doc="C = A + B with broadcasting"),
     binary("Sub", 7, np.subtract, doc="C = A - B with broadcasting"),
@@ -162,14 +164,20 @@ SCHEMAS = [
            doc="shift LEFT or RIGHT by B bits; signed right shifts are arithmetic"),
     schema("Pow", 7, "X Y", "Z", _pow_infer, _pow_kernel, traits={ELEMENTWISE, INPLACE},
            flops=out_elems(4), doc="Z = X ** Y; the exponent's dtype may differ, Z has X's"),
-    binary("Equal", 7, np.equal, commutative=True, out_dtype="bool", doc="A == B"),
-    binary("Less", 7, np.less, out_dtype="bool", doc="A < B"),
-    binary("Greater", 7, np.greater, out_dtype="bool", doc="A > B"),
-    binary("LessOrEqual", 12, np.less_equal, out_dtype="bool", doc="A <= B"),
-    binary("GreaterOrEqual", 12, np.greater_equal, out_dtype="bool", doc="A >= B"),
-    binary("And", 7, np.logical_and, commutative=True, dtypes=BOOL, doc="logical and"),
-    binary("Or", 7, np.logical_or, commutative=True, dtypes=BOOL, doc="logical or"),
-    binary("Xor", 7, np.logical_xor, commutative=True, dtypes=BOOL, doc="logical xor"),
+    binary("Equal", 7, np.equal, commutative=True, out_dtype="bool",
+           doc="elementwise A == B as bool"),
+    binary("Less", 7, np.less, out_dtype="bool", doc="elementwise A < B as bool"),
+    binary("Greater", 7, np.greater, out_dtype="bool", doc="elementwise A > B as bool"),
+    binary("LessOrEqual", 12, np.less_equal, out_dtype="bool",
+           doc="elementwise A <= B as bool"),
+    binary("GreaterOrEqual", 12, np.greater_equal, out_dtype="bool",
+           doc="elementwise A >= B as bool"),
+    binary("And", 7, np.logical_and, commutative=True, dtypes=BOOL,
+           doc="elementwise logical and of bools"),
+    binary("Or", 7, np.logical_or, commutative=True, dtypes=BOOL,
+           doc="elementwise logical or of bools"),
+    binary("Xor", 7, np.logical_xor, commutative=True, dtypes=BOOL,
+           doc="elementwise logical xor of bools"),
     binary("BitwiseAnd", 18, np.bitwise_and, commutative=True, dtypes=frozenset(INTS),
            doc="bitwise and of integers"),
     binary("BitwiseOr", 18, np.bitwise_or, commutative=True, dtypes=frozenset(INTS),
@@ -177,37 +185,41 @@ SCHEMAS = [
     binary("BitwiseXor", 18, np.bitwise_xor, commutative=True, dtypes=frozenset(INTS),
            doc="bitwise xor of integers"),
     unary("BitwiseNot", 18, np.invert, dtypes=frozenset(INTS), doc="bitwise not of integers"),
-    unary("Not", 1, np.logical_not, dtypes=BOOL, doc="logical not"),
+    unary("Not", 1, np.logical_not, dtypes=BOOL, doc="elementwise logical not of bools"),
     variadic("Min", 8, _reduce_all(np.minimum), "elementwise minimum of all inputs"),
     variadic("Max", 8, _reduce_all(np.maximum), "elementwise maximum of all inputs"),
     variadic("Sum", 8, _reduce_all(np.add), "elementwise sum of all inputs"),
     variadic("Mean", 8, _mean, "elementwise mean of all inputs"),
     schema("Where", 9, "condition X Y", "output", _where_infer, _where_kernel,
            traits={ELEMENTWISE}, doc="X where condition else Y, broadcast"),
-    unary("Neg", 6, np.negative, dtypes=SIGNED, doc="Y = -X"),
-    unary("Abs", 6, np.abs, doc="Y = |X|"),
+    unary("Neg", 6, np.negative, dtypes=SIGNED, doc="elementwise negation, Y = -X"),
+    unary("Abs", 6, np.abs, doc="elementwise absolute value, Y = |X|"),
     unary("Sign", 9, np.sign, doc="-1, 0 or 1 by the sign of X"),
-    unary("Reciprocal", 6, lambda x: 1 / x, dtypes=frozenset(FLOATS), doc="Y = 1 / X"),
-    unary("Sqrt", 6, np.sqrt, dtypes=frozenset(FLOATS), flops_per_elem=4, doc="Y = sqrt(X)"),
-    unary("Exp", 6, np.exp, dtypes=frozenset(FLOATS), flops_per_elem=4, doc="Y = e^X"),
-    unary("Log", 6, np.log, dtypes=frozenset(FLOATS), flops_per_elem=4, doc="natural log"),
-    unary("Floor", 6, np.floor, dtypes=frozenset(FLOATS), doc="round down"),
-    unary("Ceil", 6, np.ceil, dtypes=frozenset(FLOATS), doc="round up"),
-    unary("Round", 11, _round, dtypes=frozenset(FLOATS), doc="round half to even"),
+    unary("Reciprocal", 6, lambda x: 1 / x, dtypes=FLOAT,
+          doc="elementwise reciprocal, Y = 1 / X"),
+    unary("Sqrt", 6, np.sqrt, dtypes=FLOAT, flops_per_elem=4, doc="elementwise square root"),
+    unary("Exp", 6, np.exp, dtypes=FLOAT, flops_per_elem=4,
+          doc="elementwise exponential, Y = e^X"),
+    unary("Log", 6, np.log, dtypes=FLOAT, flops_per_elem=4,
+          doc="elementwise natural logarithm"),
+    unary("Floor", 6, np.floor, dtypes=FLOAT, doc="elementwise round toward -inf"),
+    unary("Ceil", 6, np.ceil, dtypes=FLOAT, doc="elementwise round toward +inf"),
+    unary("Round", 11, _round, dtypes=FLOAT, doc="round half to even"),
     unary("Erf", 9, special.erf, flops_per_elem=8, doc="the Gauss error function"),
-    unary("Sin", 7, np.sin, flops_per_elem=4, doc="sine"),
-    unary("Cos", 7, np.cos, flops_per_elem=4, doc="cosine"),
-    unary("Tan", 7, np.tan, flops_per_elem=4, doc="tangent"),
-    unary("Asin", 7, np.arcsin, flops_per_elem=4, doc="arcsine"),
-    unary("Acos", 7, np.arccos, flops_per_elem=4, doc="arccosine"),
-    unary("Atan", 7, np.arctan, flops_per_elem=4, doc="arctangent"),
-    unary("Sinh", 9, np.sinh, flops_per_elem=4, doc="hyperbolic sine"),
-    unary("Cosh", 9, np.cosh, flops_per_elem=4, doc="hyperbolic cosine"),
+    unary("Sin", 7, np.sin, flops_per_elem=4, doc="elementwise sine"),
+    unary("Cos", 7, np.cos, flops_per_elem=4, doc="elementwise cosine"),
+    unary("Tan", 7, np.tan, flops_per_elem=4, doc="elementwise tangent"),
+    unary("Asin", 7, np.arcsin, flops_per_elem=4, doc="elementwise arcsine"),
+    unary("Acos", 7, np.arccos, flops_per_elem=4, doc="elementwise arccosine"),
+    unary("Atan", 7, np.arctan, flops_per_elem=4, doc="elementwise arctangent"),
+    unary("Sinh", 9, np.sinh, flops_per_elem=4, doc="elementwise hyperbolic sine"),
+    unary("Cosh", 9, np.cosh, flops_per_elem=4, doc="elementwise hyperbolic cosine"),
     unary("Asinh", 9, np.arcsinh, flops_per_elem=4, doc="inverse hyperbolic sine"),
     unary("Acosh", 9, np.arccosh, flops_per_elem=4, doc="inverse hyperbolic cosine"),
     unary("Atanh", 9, np.arctanh, flops_per_elem=4, doc="inverse hyperbolic tangent"),
-    unary("IsNaN", 9, np.isnan, dtypes=frozenset(FLOATS), out_dtype="bool", doc="X is NaN"),
-    unary("IsInf", 10, _isinf, dtypes=frozenset(FLOATS), out_dtype="bool",
+    unary("IsNaN", 9, np.isnan, dtypes=FLOAT, out_dtype="bool",
+          doc="elementwise test for NaN (bool)"),
+    unary("IsInf", 10, _isinf, dtypes=FLOAT, out_dtype="bool",
           attrs=[attr("detect_negative", "int", 1), attr("detect_positive", "int", 1)],
           doc="X is +inf or -inf (each side can be switched off)"),
 ]

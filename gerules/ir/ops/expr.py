@@ -153,7 +153,7 @@ class _Parser:
         if kind == "name":
             return text
         if text == "[":
-            items = []
+            items: list[Any] = []
             while self.peek()[1] != "]":
                 if items:
                     self.take(",")

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...errors import ShapeError
-from ..graph import TensorType
+from ..graph import Shape, TensorType
 from ..registry import ELEMENTWISE, INPLACE, Call
 from ._common import (
     Arrays,
@@ -44,7 +44,7 @@ from ._common import (
 )
 from .activation import ACTIVATION_FLOPS, activate, check_activation, gelu
 from .conv import CONV_ATTRS, conv, conv_flops, conv_infer
-from .linalg import matmul_shape
+from .linalg import blas_ready, matmul_shape
 from .norm import layer_norm
 
 ACT_ATTRS = [
@@ -67,7 +67,12 @@ def _residual(y: TensorType, extra: TensorType | None, what: str, op: str) -> Te
         return y
     same_dtype([y, extra], op)
     out = broadcast(y.shape, extra.shape)
-    if out is not None and y.shape is not None and len(out) != len(y.shape):
+    if out is None or y.shape is None:
+        return TensorType(y.dtype, out)
+    grown = len(out) != len(y.shape) or any(
+        isinstance(a, int) and isinstance(b, int) and a != b
+        for a, b in zip(out, y.shape, strict=True))
+    if grown:
         raise ShapeError(f"{op}: {what} {fmt(extra.shape)} does not broadcast to {fmt(y.shape)}")
     return TensorType(y.dtype, out)
 
@@ -99,7 +104,7 @@ def _fconv_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
 # ----------------------------------------------------------------------------- FusedMatMul
 
 
-def _t(shape: tuple | None) -> tuple | None:
+def _t(shape: Shape | None) -> Shape | None:
     if shape is None or len(shape) < 2:
         return shape
     return (*shape[:-2], shape[-1], shape[-2])
@@ -118,7 +123,7 @@ def _fmm_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     a, b = need(at(inputs, 0), "ge.FusedMatMul", "A"), need(at(inputs, 1), "ge.FusedMatMul")
     if iattr(call, "transB"):
         b = np.swapaxes(b, -1, -2)
-    y = np.matmul(widen(a), widen(b))
+    y = np.matmul(blas_ready(widen(a)), blas_ready(widen(b)))
     c = at(inputs, 2)
     if c is not None:
         y = y + widen(c)
@@ -150,7 +155,8 @@ def _attn_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     q, kt, v = (need(at(inputs, i), "ge.Attention") for i in range(3))
     scale = call.attrs.get("scale")
     s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)  # type: ignore[arg-type]
-    scores = np.matmul(q.astype(np.float32), kt.astype(np.float32)) * np.float32(s)
+    q32, kt32 = blas_ready(q.astype(np.float32)), blas_ready(kt.astype(np.float32))
+    scores = np.matmul(q32, kt32) * np.float32(s)
     mask = at(inputs, 3)
     if mask is not None:
         scores = scores + mask.astype(np.float32)
@@ -158,7 +164,7 @@ def _attn_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     with np.errstate(all="ignore"):
         p = np.exp(scores)
         p /= np.sum(p, axis=-1, keepdims=True)
-    return [np.matmul(p, v.astype(np.float32)).astype(q.dtype, copy=False)]
+    return [np.matmul(p, blas_ready(v.astype(np.float32))).astype(q.dtype, copy=False)]
 
 
 def _attn_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:

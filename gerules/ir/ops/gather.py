@@ -13,6 +13,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -124,7 +125,8 @@ def _scatter_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
     return [need(at(types, 0), "Scatter")]
 
 
-def _apply(out: np.ndarray, index: tuple, updates: np.ndarray, mode: str, op: str) -> None:
+def _apply(out: np.ndarray, index: tuple[Any, ...], updates: np.ndarray, mode: str,
+           op: str) -> None:
     if mode not in REDUCTIONS:
         raise ShapeError(f"{op}: reduction must be one of {', '.join(REDUCTIONS)}, "
                          f"got {mode!r}")
@@ -150,7 +152,7 @@ def _sel_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     x, i, u = (need(at(inputs, k), "ScatterElements") for k in range(3))
     a = norm_axis(iattr(call, "axis"), x.ndim)
     idx = fix_indices(i, x.shape[a], "ScatterElements")
-    grid = list(np.indices(i.shape, sparse=True))
+    grid: list[np.ndarray] = list(np.indices(i.shape, sparse=True))
     grid[a] = idx
     out = x.copy()
     _apply(out, tuple(grid), u, sattr(call, "reduction", "none"), "ScatterElements")

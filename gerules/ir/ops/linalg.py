@@ -57,9 +57,24 @@ def matmul_shape(a: Shape | None, b: Shape | None, op: str = "MatMul") -> Shape 
     return out
 
 
+def blas_ready(x: np.ndarray) -> np.ndarray:
+    """``x`` with unit stride in one of its last two dims (copied if not).
+
+    NumPy's stacked matmul calls BLAS only for such operands; a transposed view (attention's
+    ``K^T`` from a Transpose) otherwise takes a scalar loop that is 100x slower.
+    """
+    if x.ndim < 2 or x.dtype.kind != "f":
+        return x
+    item = x.itemsize
+    if x.strides[-1] == item or x.strides[-2] == item:
+        return x
+    return np.ascontiguousarray(x)
+
+
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` in a's dtype (float16 computed in float32)."""
-    return np.matmul(widen(a), widen(b)).astype(a.dtype, copy=False)
+    y = np.matmul(blas_ready(widen(a)), blas_ready(widen(b)))
+    return np.asarray(y).astype(a.dtype, copy=False)
 
 
 def _matmul_infer(types: Types, _c: object, call: Call) -> list[TensorType]:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ...errors import ShapeError
 from ..graph import Dim, Shape, TensorType
-from ..registry import SHAPE_OP, Call, OpSchema
+from ..registry import SHAPE_OP, AttrSpec, Call, InferFn, KernelFn, OpSchema
 from ._common import (
     UNKNOWN,
     Arrays,
@@ -103,7 +103,7 @@ def _split_sizes(dim: Dim, given: list[int] | None, call: Call) -> list[Dim]:
     return [dim // n] * n
 
 
-def _split(from_input: bool) -> tuple[object, object]:
+def _split(from_input: bool) -> tuple[InferFn, KernelFn]:
     def given_of(values: Sequence[object], call: Call) -> list[int] | None:
         if not from_input:
             return lattr(call, "split") or None
@@ -169,16 +169,19 @@ def _slice_dim(dim: Dim, start: int, end: int, step: int) -> Dim:
     return UNKNOWN
 
 
-def _slice_args(values: Sequence[object], call: Call, from_input: bool) -> tuple | None:
+SliceArgs = tuple[list[int] | None, list[int] | None, list[int] | None, list[int] | None]
+
+
+def _slice_args(values: Sequence[object], call: Call, from_input: bool) -> SliceArgs | None:
     if not from_input:
         return (lattr(call, "starts"), lattr(call, "ends"), lattr(call, "axes"), None)
-    got = [at(values, i) for i in range(1, 5)]
+    got = [None if at(values, i) is None else ints(at(values, i)) for i in range(1, 5)]
     if got[0] is None or got[1] is None:
         return None
-    return tuple(None if v is None else ints(v) for v in got)
+    return got[0], got[1], got[2], got[3]
 
 
-def _slice(from_input: bool) -> tuple[object, object]:
+def _slice(from_input: bool) -> tuple[InferFn, KernelFn]:
     def infer(types: Types, consts: Arrays, call: Call) -> list[TensorType]:
         x = need(at(types, 0), "Slice")
         args = _slice_args(consts, call, from_input)
@@ -197,7 +200,7 @@ def _slice(from_input: bool) -> tuple[object, object]:
         x = need(at(inputs, 0), "Slice")
         args = need(_slice_args(inputs, call, from_input), "Slice", "starts and ends")
         index = [slice(None)] * x.ndim
-        for axis, s, e, st in _slice_params(x.ndim, *args):  # type: ignore[misc]
+        for axis, s, e, st in _slice_params(x.ndim, *args):  # type: ignore[arg-type]
             lo, hi = _clamp(s, e, st, x.shape[axis])
             index[axis] = slice(lo, hi if hi >= 0 else None, st)
         return [x[tuple(index)]]
@@ -231,7 +234,7 @@ def _pad_args(values: Sequence[object], call: Call,
             ints(axes) if isinstance(axes, np.ndarray) else None)
 
 
-def _pad(from_input: bool) -> tuple[object, object]:
+def _pad(from_input: bool) -> tuple[InferFn, KernelFn]:
     def infer(types: Types, consts: Arrays, call: Call) -> list[TensorType]:
         x = need(at(types, 0), "Pad")
         pads, _, axes = _pad_args(consts, call, from_input)
@@ -335,10 +338,9 @@ def _s2d_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     return [y.reshape(n, c * b * b, h // b, w // b)]
 
 
-def _variants(op: str, since: int, ins: str, outs: str, fns: tuple[object, object],
-              attrs: list, doc: str) -> OpSchema:
-    return schema(op, since, ins, outs, *fns, attrs=attrs, traits=MOVE,  # type: ignore[arg-type]
-                  doc=doc)
+def _variants(op: str, since: int, ins: str, outs: str, fns: tuple[InferFn, KernelFn],
+              attrs: list[AttrSpec], doc: str) -> OpSchema:
+    return schema(op, since, ins, outs, *fns, attrs=attrs, traits=MOVE, doc=doc)
 
 
 SCHEMAS = [

@@ -13,14 +13,14 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from ...errors import ShapeError
 from ..graph import TensorType
-from ..registry import Call, OpSchema
-from ._common import Arrays, Types, at, attr, need, prod, schema, widen
+from ..registry import AttrSpec, Call, FlopsFn, InferFn, KernelFn, OpSchema
+from ._common import Arrays, Types, at, attr, iattr, lattr, need, prod, schema, widen
 from ._window import Window, kernel_of, out_shape, pad_for, taps, window, window_counts
 
 POOL_ATTRS = [
@@ -33,7 +33,7 @@ POOL_ATTRS = [
 ]
 
 
-def _pool_infer(op: str) -> object:
+def _pool_infer(op: str) -> InferFn:
     def infer(types: Types, _c: object, call: Call) -> list[TensorType]:
         x = need(at(types, 0), op)
         if x.shape is None:
@@ -61,21 +61,16 @@ def _max_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     x = need(at(inputs, 0), "MaxPool")
     win = _geometry(x, call)
     xp = pad_for(x, win, _lowest(x.dtype))
-    y: np.ndarray | None = None
-    best_tap = None
-    for t, sl in enumerate(taps(win)):
-        part = xp[(slice(None), slice(None), *sl)]
-        if y is None:
-            y, best_tap = part.copy(), np.zeros(part.shape, dtype=np.int64)
-            continue
+    views = [xp[(slice(None), slice(None), *sl)] for sl in taps(win)]
+    y = views[0].copy()
+    best_tap = np.zeros(y.shape, dtype=np.int64)
+    for t, part in enumerate(views[1:], start=1):
         if call.num_outputs > 1:
-            better = part > y
-            best_tap[better] = t  # type: ignore[index]
+            best_tap[part > y] = t
         np.maximum(y, part, out=y)
-    assert y is not None and best_tap is not None
     if call.num_outputs < 2:
         return [y]
-    order = int(call.attrs.get("storage_order", 0))  # type: ignore[arg-type]
+    order = iattr(call, "storage_order")
     return [y, _indices(best_tap, x.shape, win, order)]
 
 
@@ -115,7 +110,7 @@ def _avg_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
         return [(total / count).astype(x.dtype, copy=False)]
 
 
-def _global_infer(op: str) -> object:
+def _global_infer(op: str) -> InferFn:
     def infer(types: Types, _c: object, call: Call) -> list[TensorType]:
         x = need(at(types, 0), op)
         if x.shape is None:
@@ -127,18 +122,17 @@ def _global_infer(op: str) -> object:
     return infer
 
 
-def _global(fn: object) -> object:
+def _global(fn: Callable[..., np.ndarray]) -> KernelFn:
     def kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
         x = need(at(inputs, 0), "GlobalPool")
         axes = tuple(range(2, x.ndim))
-        return [np.asarray(fn(widen(x), axis=axes, keepdims=True)).astype(x.dtype)]  # type: ignore
+        return [np.asarray(fn(widen(x), axis=axes, keepdims=True)).astype(x.dtype)]
 
     return kernel
 
 
 def _pool_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
-    kernel = call.attrs.get("kernel_shape") or (1,)
-    return (outs[0].numel() or 0) * prod(kernel)  # type: ignore[arg-type]
+    return (outs[0].numel() or 0) * prod(lattr(call, "kernel_shape") or [1])
 
 
 def _in_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
@@ -146,10 +140,9 @@ def _in_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
     return 0 if x is None else (x.numel() or 0)
 
 
-def _build(op: str, since: int, infer: object, kernel: object, extra: list, outputs: str,
-           flops: object, doc: str) -> OpSchema:
-    return schema(op, since, "X", outputs, infer, kernel, attrs=extra,  # type: ignore[arg-type]
-                  flops=flops, doc=doc)  # type: ignore[arg-type]
+def _build(op: str, since: int, infer: InferFn, kernel: KernelFn, extra: list[AttrSpec],
+           outputs: str, flops: FlopsFn, doc: str) -> OpSchema:
+    return schema(op, since, "X", outputs, infer, kernel, attrs=extra, flops=flops, doc=doc)
 
 
 SCHEMAS = [

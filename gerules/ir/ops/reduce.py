@@ -19,7 +19,7 @@ import numpy as np
 
 from ...errors import ShapeError
 from ..graph import Dim, TensorType
-from ..registry import Call, OpSchema
+from ..registry import Call, InferFn, KernelFn, OpSchema
 from ._common import (
     UNKNOWN,
     Arrays,
@@ -50,48 +50,48 @@ def _extreme(dtype: np.dtype, high: bool) -> float | int:
 
 
 def _max(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
-    return np.max(x, axis=axes, keepdims=keep, initial=_extreme(x.dtype, False))
+    return np.asarray(np.max(x, axis=axes, keepdims=keep, initial=_extreme(x.dtype, False)))
 
 
 def _min(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
-    return np.min(x, axis=axes, keepdims=keep, initial=_extreme(x.dtype, True))
+    return np.asarray(np.min(x, axis=axes, keepdims=keep, initial=_extreme(x.dtype, True)))
 
 
 def _sum(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
-    return np.sum(x, axis=axes, keepdims=keep, dtype=x.dtype)
+    return np.asarray(np.sum(x, axis=axes, keepdims=keep, dtype=x.dtype))
 
 
 def _mean(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
-    return np.mean(x, axis=axes, keepdims=keep)
+    return np.asarray(np.mean(x, axis=axes, keepdims=keep))
 
 
 def _prod(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
-    return np.prod(x, axis=axes, keepdims=keep, dtype=x.dtype)
+    return np.asarray(np.prod(x, axis=axes, keepdims=keep, dtype=x.dtype))
 
 
 def _l1(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
-    return np.sum(np.abs(x), axis=axes, keepdims=keep, dtype=x.dtype)
+    return np.asarray(np.sum(np.abs(x), axis=axes, keepdims=keep, dtype=x.dtype))
 
 
 def _l2(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
-    return np.sqrt(np.sum(x * x, axis=axes, keepdims=keep))
+    return np.asarray(np.sqrt(np.sum(x * x, axis=axes, keepdims=keep)))
 
 
 def _sum_square(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
-    return np.sum(x * x, axis=axes, keepdims=keep, dtype=x.dtype)
+    return np.asarray(np.sum(x * x, axis=axes, keepdims=keep, dtype=x.dtype))
 
 
 def _log_sum(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
-    return np.log(np.sum(x, axis=axes, keepdims=keep))
+    return np.asarray(np.log(np.sum(x, axis=axes, keepdims=keep)))
 
 
 def _log_sum_exp(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
     if x.size == 0:
-        return np.log(np.sum(np.exp(x), axis=axes, keepdims=keep))
+        return np.asarray(np.log(np.sum(np.exp(x), axis=axes, keepdims=keep)))
     m = np.max(x, axis=axes, keepdims=True)
     m = np.where(np.isfinite(m), m, 0)
     s = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
-    return s if keep else np.squeeze(s, axis=axes)
+    return np.asarray(s if keep else np.squeeze(s, axis=axes))
 
 
 def _axes(inputs_or_types: Sequence[object], call: Call, from_input: bool) -> list[int] | None:
@@ -219,7 +219,7 @@ def _k_of(inputs: Sequence[object], call: Call, from_input: bool) -> int | None:
     return ints(value)[0] if isinstance(value, np.ndarray) else None
 
 
-def _topk(from_input: bool) -> tuple[object, object]:
+def _topk(from_input: bool) -> tuple[InferFn, KernelFn]:
     def infer(types: Types, consts: Arrays, call: Call) -> list[TensorType]:
         x = need(at(types, 0), "TopK")
         if x.shape is None:
@@ -228,8 +228,9 @@ def _topk(from_input: bool) -> tuple[object, object]:
         k = _k_of(consts, call, from_input)
         dims = list(x.shape)
         dims[axis] = UNKNOWN if k is None else k
-        if k is not None and isinstance(x.shape[axis], int) and k > x.shape[axis]:
-            raise ShapeError(f"TopK: k={k} exceeds axis size {x.shape[axis]}")
+        size = x.shape[axis]
+        if k is not None and isinstance(size, int) and k > size:
+            raise ShapeError(f"TopK: k={k} exceeds axis size {size}")
         return [TensorType(x.dtype, tuple(dims)), TensorType("int64", tuple(dims))]
 
     def kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
@@ -259,10 +260,10 @@ SCHEMAS = [
     schema("CumSum", 11, "x axis", "y", _cumsum_infer, _cumsum_kernel,
            attrs=[attr("exclusive", "int", 0), attr("reverse", "int", 0)],
            doc="cumulative sum along axis (exclusive and reverse variants)"),
-    schema("TopK", 1, "X", "Values Indices", *_topk(False),  # type: ignore[arg-type]
+    schema("TopK", 1, "X", "Values Indices", *_topk(False),
            attrs=[attr("axis", "int", -1), attr("k", "int", required=True)],
            doc="the k largest values along axis and their int64 indices (k attribute)"),
-    schema("TopK", 10, "X K", "Values Indices", *_topk(True),  # type: ignore[arg-type]
+    schema("TopK", 10, "X K", "Values Indices", *_topk(True),
            attrs=_TOPK_ATTRS,
            doc="the k largest (or smallest) values along axis and their int64 indices"),
 ]

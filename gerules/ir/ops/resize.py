@@ -24,7 +24,7 @@ import numpy as np
 
 from ...errors import ShapeError
 from ..graph import Dim, TensorType
-from ..registry import Call
+from ..registry import Call, InferFn
 from ._common import (
     UNKNOWN,
     Arrays,
@@ -118,9 +118,9 @@ def _nearest(x: np.ndarray, mode: str) -> np.ndarray:
     if mode == "round_prefer_ceil":
         return np.floor(x + 0.5)
     if mode == "floor":
-        return np.floor(x)
+        return np.asarray(np.floor(x))
     if mode == "ceil":
-        return np.ceil(x)
+        return np.asarray(np.ceil(x))
     raise ShapeError(f"Resize: unknown nearest_mode {mode!r}")
 
 
@@ -213,7 +213,7 @@ def resize(x: np.ndarray, roi: np.ndarray | None, scales: np.ndarray | None,
         work = _resize_axis(work, axis, out[axis], scale[axis], rois[axis], call)
     if x.dtype.kind in "iu":
         info = np.iinfo(x.dtype)
-        work = np.clip(np.round(work), info.min, info.max)
+        work = np.minimum(np.maximum(np.rint(work), info.min), info.max)
     return work.astype(x.dtype)
 
 
@@ -222,14 +222,24 @@ def resize(x: np.ndarray, roi: np.ndarray | None, scales: np.ndarray | None,
 
 def _out_dims(shape: Sequence[Dim], scales: np.ndarray | None, sizes: np.ndarray | None,
               call: Call) -> tuple[Dim, ...]:
+    """Output dims; with symbolic input dims each axis is decided on its own."""
     if all(isinstance(d, int) for d in shape):
         return tuple(_plan([int(d) for d in shape], scales, sizes, call)[1])
-    if sizes is None and scales is not None and all(s == 1.0 for s in floats(scales)):
-        return tuple(shape)
-    return (UNKNOWN,) * len(shape)
+    axes = norm_axes(lattr(call, "axes") or range(len(shape)), len(shape))
+    out = list(shape)
+    if sizes is not None:
+        if sattr(call, "keep_aspect_ratio_policy", "stretch") != "stretch":
+            return (UNKNOWN,) * len(shape)
+        for a, size in zip(axes, ints(sizes), strict=True):
+            out[a] = size
+        return tuple(out)
+    for a, s in zip(axes, floats(scales), strict=True):
+        d = shape[a]
+        out[a] = int(np.floor(d * s)) if isinstance(d, int) else (d if s == 1.0 else UNKNOWN)
+    return tuple(out)
 
 
-def _infer(v10: bool) -> object:
+def _infer(v10: bool) -> InferFn:
     def infer(types: Types, consts: Arrays, call: Call) -> list[TensorType]:
         x = need(at(types, 0), "Resize")
         if x.shape is None:
@@ -278,10 +288,10 @@ RESIZE_ATTRS = [
 ]
 
 SCHEMAS = [
-    schema("Resize", 10, "X scales", "Y", _infer(True), _kernel_v10,  # type: ignore[arg-type]
+    schema("Resize", 10, "X scales", "Y", _infer(True), _kernel_v10,
            attrs=[attr("mode", "string", "nearest")], flops=_flops,
            doc="resize by scales (opset 10: asymmetric coordinates, floor for nearest)"),
-    schema("Resize", 11, "X roi? scales? sizes?", "Y", _infer(False), _kernel,  # type: ignore[arg-type]
+    schema("Resize", 11, "X roi? scales? sizes?", "Y", _infer(False), _kernel,
            attrs=RESIZE_ATTRS, flops=_flops,
            doc="resize by scales or sizes: nearest/linear/cubic, all coordinate modes"),
 ]

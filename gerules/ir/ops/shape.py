@@ -23,7 +23,7 @@ import numpy as np
 from ...errors import ShapeError
 from ..dtypes import from_onnx
 from ..graph import Dim, Shape, TensorType
-from ..registry import ELEMENTWISE, SHAPE_OP, Call, OpSchema
+from ..registry import ELEMENTWISE, SHAPE_OP, Call, InferFn, KernelFn, OpSchema
 from ._common import (
     UNKNOWN,
     Arrays,
@@ -134,8 +134,12 @@ def _infer_minus_one(shape: Shape, out: list[Dim]) -> Dim:
         if isinstance(d, str) and d in num:
             num.remove(d)
             den.remove(d)
-    if not all(isinstance(d, int) for d in num + den):
-        return UNKNOWN
+    symbols = [d for d in num + den if not isinstance(d, int)]
+    if symbols:
+        ints_ratio = (numel([d for d in num if isinstance(d, int)]),
+                      numel([d for d in den if isinstance(d, int)]))
+        lone = len(symbols) == 1 and symbols[0] in num
+        return symbols[0] if lone and ints_ratio[0] == ints_ratio[1] else UNKNOWN
     top, bottom = numel(num) or 0, numel(den)
     if bottom == 0:
         if top == 0:
@@ -211,7 +215,7 @@ def _squeeze_dims(shape: Shape, axes: list[int] | None) -> Shape | None:
     return tuple(d for i, d in enumerate(shape) if i not in keep)
 
 
-def _squeeze(from_input: bool) -> tuple[object, object]:
+def _squeeze(from_input: bool) -> tuple[InferFn, KernelFn]:
     def infer(types: Types, consts: Arrays, call: Call) -> list[TensorType]:
         x = need(at(types, 0), "Squeeze")
         if from_input and at(types, 1) is not None and at(consts, 1) is None:
@@ -235,7 +239,7 @@ def _unsqueeze_dims(shape: Shape, axes: list[int]) -> Shape:
     return tuple(1 if i in where else next(it) for i in range(rank))
 
 
-def _unsqueeze(from_input: bool) -> tuple[object, object]:
+def _unsqueeze(from_input: bool) -> tuple[InferFn, KernelFn]:
     def infer(types: Types, consts: Arrays, call: Call) -> list[TensorType]:
         x = need(at(types, 0), "Unsqueeze")
         axes = _axes_of(consts, call, from_input)
@@ -331,7 +335,7 @@ def _identity_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     return [need(at(inputs, 0), "Identity")]
 
 
-def _dropout(mask_dtype: str | None, from_input: bool) -> tuple[object, object]:
+def _dropout(mask_dtype: str | None, from_input: bool) -> tuple[InferFn, KernelFn]:
     def infer(types: Types, consts: Arrays, call: Call) -> list[TensorType]:
         x = need(at(types, 0), "Dropout")
         _check_inference(consts, call, from_input)
@@ -427,7 +431,7 @@ def _range_infer(types: Types, consts: Arrays, call: Call) -> list[TensorType]:
     vals = [at(consts, i) for i in range(3)]
     if any(v is None for v in vals):
         return [TensorType(start.dtype, (UNKNOWN,))]
-    s, lim, d = (float(np.asarray(v).reshape(-1)[0]) for v in vals)  # type: ignore[arg-type]
+    s, lim, d = (float(np.asarray(v).reshape(-1)[0]) for v in vals)
     return [TensorType(start.dtype, (_range_count(s, lim, d),))]
 
 
@@ -463,10 +467,10 @@ def _castlike_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
         return [x.astype(like.dtype)]
 
 
-def _squeeze_schema(op: str, since: int, from_input: bool, fns: tuple[object, object],
+def _squeeze_schema(op: str, since: int, from_input: bool, fns: tuple[InferFn, KernelFn],
                     doc: str) -> OpSchema:
     return schema(op, since, "data axes?" if from_input else "data", "squeezed" if op ==
-                  "Squeeze" else "expanded", *fns,  # type: ignore[arg-type]
+                  "Squeeze" else "expanded", *fns,
                   attrs=[] if from_input else [attr("axes", "ints")], unit="scalar",
                   traits=MOVE, doc=doc)
 
@@ -497,14 +501,14 @@ SCHEMAS = [
            doc="repeat the input along each axis"),
     schema("Identity", 1, "input", "output", _identity_infer, _identity_kernel, unit="scalar",
            traits=MOVE, doc="the input itself"),
-    schema("Dropout", 7, "data", "output mask?", *_dropout(None, False),  # type: ignore[arg-type]
+    schema("Dropout", 7, "data", "output mask?", *_dropout(None, False),
            attrs=[attr("ratio", "float", 0.5)], unit="scalar", traits=MOVE,
            doc="inference dropout: identity (mask of ones in the input's dtype)"),
-    schema("Dropout", 10, "data", "output mask?", *_dropout("bool", False),  # type: ignore[arg-type]
+    schema("Dropout", 10, "data", "output mask?", *_dropout("bool", False),
            attrs=[attr("ratio", "float", 0.5)], unit="scalar", traits=MOVE,
            doc="inference dropout: identity (boolean mask of ones)"),
     schema("Dropout", 12, "data ratio? training_mode?", "output mask?",
-           *_dropout("bool", True), attrs=[attr("seed", "int")],  # type: ignore[arg-type]
+           *_dropout("bool", True), attrs=[attr("seed", "int")],
            unit="scalar", traits=MOVE,
            doc="inference dropout: identity; training mode with ratio > 0 is refused"),
     schema("Constant", 1, "", "output", _constant_infer, _constant_kernel, unit="scalar",

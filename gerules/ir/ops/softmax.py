@@ -24,12 +24,12 @@ AxisFn = Callable[[np.ndarray, int], np.ndarray]
 def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
     z = x - np.max(x, axis=axis, keepdims=True)
     e = np.exp(z)
-    return e / np.sum(e, axis=axis, keepdims=True)
+    return np.asarray(e / np.sum(e, axis=axis, keepdims=True))
 
 
 def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
     z = x - np.max(x, axis=axis, keepdims=True)
-    return z - np.log(np.sum(np.exp(z), axis=axis, keepdims=True))
+    return np.asarray(z - np.log(np.sum(np.exp(z), axis=axis, keepdims=True)))
 
 
 def _hardmax(x: np.ndarray, axis: int) -> np.ndarray:
