@@ -1,0 +1,1 @@
+"""The optimizer: Graph <-> e-graph, analyses, cost, pipeline (see each module)."""

@@ -1,0 +1,72 @@
+"""The extraction cost: the NPU cost model's estimate of each e-node, in microseconds.
+
+Invariants:
+- Leaves and projections cost nothing but a tie-break proportional to constant bytes (so of two
+  equal graphs the one with smaller weights wins); an op costs its roofline estimate computed
+  from its class's and its children's types.
+- An op the target cannot run costs ``inf`` (``--target onnx`` forbids domain ``ge``), and so
+  does an e-node whose types are unknown in a way the estimate needs (never chosen over a known
+  alternative, still chosen when it is the only one: extraction then reports the cost as inf).
+- Costs are memoised per (e-node, types); they never change while types stay the same.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from ..cost.model import NpuCostModel
+from ..engine import EGraph, ENode
+from ..ir.graph import TensorType
+from .terms import ABSENT, CONST, INPUT, OUTPUTS_ATTR, PROJ, SHAPE, TermContext, TupleType
+
+CONST_BYTE_COST = 1e-9  # microseconds per weight byte: a tie-break, far below any launch
+
+
+def onnx_only(op: str) -> bool:
+    """Ops a standard ONNX runtime executes: domain ai.onnx only."""
+    return "." not in op
+
+
+def any_op(op: str) -> bool:
+    return True
+
+
+class ExtractionCost:
+    """A ``CostFunction`` for ``gerules.engine.extract``."""
+
+    def __init__(self, ctx: TermContext, model: NpuCostModel,
+                 allowed: Callable[[str], bool] = any_op) -> None:
+        self.ctx = ctx
+        self.model = model
+        self.allowed = allowed
+        self._memo: dict[tuple[ENode, object, tuple[object, ...]], float] = {}
+
+    def __call__(self, egraph: EGraph, cid: int, enode: ENode) -> float:
+        op = enode.op
+        if op in (INPUT, ABSENT, PROJ):
+            return 0.0
+        if op == CONST:
+            return CONST_BYTE_COST * enode.get("value").nbytes
+        if not self.allowed(op):
+            return math.inf
+        out = egraph.data(cid, SHAPE)
+        kids = tuple(egraph.data(c, SHAPE) for c in enode.children)
+        key = (enode, out, kids)
+        found = self._memo.get(key)
+        if found is None:
+            found = self._estimate(enode, out, kids)
+            self._memo[key] = found
+        return found
+
+    def _estimate(self, enode: ENode, out: object, kids: tuple[object, ...]) -> float:
+        if isinstance(out, TupleType):
+            outs = [t for t in out.items if t is not None]
+        elif isinstance(out, TensorType):
+            outs = [out]
+        else:
+            return math.inf
+        schema = self.ctx.schema(enode.op)
+        ins = [k if isinstance(k, TensorType) else None for k in kids]
+        n = int(enode.get(OUTPUTS_ATTR, 1))
+        return self.model.estimate(schema, ins, outs, self.ctx.call(enode, n)).us

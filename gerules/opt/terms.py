@@ -1,0 +1,277 @@
+"""How IR graphs live in the e-graph: e-node conventions and the IR-side analyses.
+
+Conventions (the rule compiler, the lowering and the extraction all follow them):
+- An op e-node's ``op`` is the qualified op name (``"Conv"``, ``"ge.FusedConv"``); its attrs are
+  the node's attributes *with schema defaults applied* (so ``Conv{group=1}`` and ``Conv`` are
+  one e-node); tensor-valued attributes are ``ConstTensor``; children are its inputs in order.
+- Leaves: ``Input{name}`` for a graph input, ``Const{value: ConstTensor}`` for an initializer or
+  folded value (identical bytes -> one class), ``Absent`` for an omitted optional input that is
+  followed by a present one (trailing omitted inputs are simply dropped).
+- A node with several used outputs is a *tuple class* (its e-node carries ``_outputs = n``)
+  read through ``Proj{index}`` e-nodes; a node whose only used output is its first is lowered
+  as a plain single-output e-node.
+- Class data, per analysis name: ``"shape"`` -> ``TensorType`` (``TupleType`` for tuple
+  classes, ``None`` when unknown); ``"const"`` -> ``np.ndarray`` or ``None``.
+- A ``TermContext`` (registry, opset, graph input types, folding policy) is attached to each
+  e-graph it lowers into; ``context_of(egraph)`` finds it, so rule code can add ops with the
+  right schema defaults.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..engine import AnalysisConflict, ConstantAnalysis, EGraph, ENode, ShapeAnalysis, make_attrs
+from ..errors import GeError
+from ..ir.graph import TensorType
+from ..ir.registry import NONDETERMINISTIC, Call, OpSchema, Registry, default_registry
+from .tensor import ConstTensor
+
+INPUT, CONST, PROJ, ABSENT = "Input", "Const", "Proj", "Absent"
+LEAVES = frozenset({INPUT, CONST, ABSENT})
+OUTPUTS_ATTR = "_outputs"
+SHAPE, VALUE = "shape", "const"
+
+SMALL_FOLD_BYTES = 64 << 10  # any constant op with an output this small folds
+MAX_FOLD_BYTES = 64 << 20  # never fold an output above this
+CONST_WINDOW = 4096  # elements of a shape-like value kept for inference without folding
+
+
+@dataclass(frozen=True, slots=True)
+class TupleType:
+    """The type of a tuple class: one entry per output (``None`` when unknown)."""
+
+    items: tuple[TensorType | None, ...]
+
+
+def split_op(qualified: str) -> tuple[str, str]:
+    """``"ge.FusedConv"`` -> ``("ge", "FusedConv")``; ``"Conv"`` -> ``("", "Conv")``."""
+    domain, _, op = qualified.rpartition(".")
+    return domain, op
+
+
+def hashable_attr(value: Any) -> Hashable:
+    """An IR attribute value as an e-node attribute value (arrays become ``ConstTensor``)."""
+    if isinstance(value, np.ndarray):
+        return ConstTensor(value)
+    if isinstance(value, list):
+        return tuple(hashable_attr(v) for v in value)
+    return value  # type: ignore[no-any-return]
+
+
+def ir_attr(value: Any) -> Any:
+    """An e-node attribute value back as an IR attribute value."""
+    return value.array if isinstance(value, ConstTensor) else value
+
+
+_CONTEXTS: weakref.WeakKeyDictionary[EGraph, TermContext] = weakref.WeakKeyDictionary()
+
+
+def context_of(egraph: EGraph) -> TermContext:
+    ctx = _CONTEXTS.get(egraph)
+    if ctx is None:
+        raise LookupError("this e-graph was not made by gerules.opt (no TermContext attached)")
+    return ctx
+
+
+class TermContext:
+    """The IR side of the e-graph: schemas, inference, evaluation and node construction."""
+
+    def __init__(self, registry: Registry | None = None, opset: Mapping[str, int] | None = None,
+                 inputs: Mapping[str, TensorType] | None = None, *, fold: bool = True) -> None:
+        self.registry = registry or default_registry()
+        self.opset = dict(opset or {"": 17})
+        self.inputs = dict(inputs or {})
+        self.fold = fold
+        self._schemas: dict[str, OpSchema] = {}
+        self._calls: dict[tuple[str, Any, int], Call] = {}
+
+    # ------------------------------------------------------------ e-graph creation
+    def new_egraph(self, *, explanations: bool = True) -> EGraph:
+        shape = ShapeAnalysis(self.infer, join_types, name=SHAPE,
+                              conflicts=(AnalysisConflict,))
+        const = ConstantAnalysis(self.evaluate, self.make_const, _nbytes, name=VALUE,
+                                 max_bytes=MAX_FOLD_BYTES, const_op=CONST)
+        egraph = EGraph([shape, const], explanations=explanations)
+        _CONTEXTS[egraph] = self
+        return egraph
+
+    # ------------------------------------------------------------ schemas and calls
+    def schema(self, op: str) -> OpSchema:
+        found = self._schemas.get(op)
+        if found is None:
+            domain, name = split_op(op)
+            found = self.registry.get(name, domain, self.opset.get(domain))
+            self._schemas[op] = found
+        return found
+
+    def call(self, enode: ENode, num_outputs: int | None = None) -> Call:
+        n = num_outputs if num_outputs is not None else int(enode.get(OUTPUTS_ATTR, 1))
+        key = (enode.op, enode.attrs, n)
+        found = self._calls.get(key)
+        if found is None:
+            attrs = {k: ir_attr(v) for k, v in enode.attrs if k != OUTPUTS_ATTR}
+            found = Call(attrs, n)
+            self._calls[key] = found
+        return found
+
+    def op_attrs(self, op: str, attrs: Mapping[str, Any]) -> tuple[tuple[str, Hashable], ...]:
+        """Attributes for a new ``op`` e-node: validated, defaults applied, made hashable."""
+        resolved = self.schema(op).resolve({k: v for k, v in attrs.items()
+                                            if k != OUTPUTS_ATTR})
+        if OUTPUTS_ATTR in attrs:
+            resolved[OUTPUTS_ATTR] = attrs[OUTPUTS_ATTR]
+        return make_attrs({k: hashable_attr(v) for k, v in resolved.items()})
+
+    # ------------------------------------------------------------ analyses
+    def infer(self, egraph: EGraph, enode: ENode) -> TensorType | TupleType | None:
+        op = enode.op
+        if op == CONST:
+            arr = enode.get("value").array
+            return TensorType(arr.dtype.name, tuple(int(d) for d in arr.shape))
+        if op == INPUT:
+            return self.inputs.get(enode.get("name"))
+        if op == ABSENT:
+            return None
+        if op == PROJ:
+            tup = egraph.data(enode.children[0], SHAPE)
+            index = int(enode.get("index"))
+            if isinstance(tup, TupleType) and index < len(tup.items):
+                return tup.items[index]
+            return None
+        return self._infer_op(egraph, enode)
+
+    def _infer_op(self, egraph: EGraph, enode: ENode) -> TensorType | TupleType | None:
+        schema = self.schema(enode.op)
+        types = [_tensor_type(egraph.data(c, SHAPE)) for c in enode.children]
+        consts = [egraph.data(c, VALUE) for c in enode.children]
+        n = int(enode.get(OUTPUTS_ATTR, 1))
+        try:
+            out = list(schema.infer(types, consts, self.call(enode, n)))
+        except (GeError, ValueError, TypeError, IndexError, KeyError, AssertionError):
+            return None
+        if enode.has(OUTPUTS_ATTR):
+            return TupleType(tuple(out[:n]) + (None,) * max(0, n - len(out)))
+        return out[0] if out else None
+
+    def evaluate(self, egraph: EGraph, enode: ENode) -> np.ndarray | None:
+        op = enode.op
+        if op == CONST:
+            return enode.get("value").array  # type: ignore[no-any-return]
+        if op in (INPUT, ABSENT) or not self.fold:
+            return None
+        if op == PROJ:
+            return self._evaluate_proj(egraph, enode)
+        if enode.has(OUTPUTS_ATTR):
+            return None
+        values = self._child_values(egraph, enode)
+        if values is None:
+            return None
+        outs = self._run(enode, values, 1)
+        return outs[0] if outs else None
+
+    def _evaluate_proj(self, egraph: EGraph, enode: ENode) -> np.ndarray | None:
+        index = int(enode.get("index"))
+        for node in egraph.nodes(enode.children[0]):
+            values = self._child_values(egraph, node)
+            if values is not None:
+                outs = self._run(node, values, int(node.get(OUTPUTS_ATTR, 1)))
+                return outs[index] if outs and index < len(outs) else None
+        return None
+
+    def _child_values(self, egraph: EGraph, enode: ENode) -> list[np.ndarray | None] | None:
+        values: list[np.ndarray | None] = []
+        for c in enode.children:
+            if egraph.data(c, SHAPE) is None and any(n.op == ABSENT for n in egraph.nodes(c)):
+                values.append(None)
+                continue
+            v = egraph.data(c, VALUE)
+            if v is None:
+                return None
+            values.append(v)
+        schema = self.schema(enode.op)
+        if schema.has(NONDETERMINISTIC):
+            return None
+        return values
+
+    def _run(self, enode: ENode, values: Sequence[np.ndarray | None], n: int
+             ) -> list[np.ndarray] | None:
+        schema = self.schema(enode.op)
+        budget = max(SMALL_FOLD_BYTES, sum(v.nbytes for v in values if v is not None))
+        try:
+            types = [None if v is None else TensorType(v.dtype.name, v.shape) for v in values]
+            out_types = schema.infer(types, list(values), self.call(enode, n))
+            if any((t.nbytes() or MAX_FOLD_BYTES + 1) > min(budget, MAX_FOLD_BYTES)
+                   for t in out_types):
+                return None  # Tile / Expand / ConstantOfShape never blow a model up
+            return [np.asarray(o) for o in schema.kernel(list(values), self.call(enode, n))]
+        except (GeError, ValueError, TypeError, IndexError, KeyError, ArithmeticError,
+                AssertionError):
+            return None
+
+    @staticmethod
+    def make_const(value: np.ndarray) -> ENode:
+        return const_node(value)
+
+
+def const_node(value: np.ndarray) -> ENode:
+    return ENode(CONST, (("value", ConstTensor(value)),), ())
+
+
+def _nbytes(value: Any) -> int:
+    return int(getattr(value, "nbytes", 0))
+
+
+def _tensor_type(data: Any) -> TensorType | None:
+    return data if isinstance(data, TensorType) else None
+
+
+def join_types(a: Any, b: Any) -> Any:
+    """Join two classes' types; raises ``AnalysisConflict`` when they cannot be one tensor."""
+    if a is None or a == b:
+        return b if a is None else a
+    if b is None:
+        return a
+    if isinstance(a, TupleType) or isinstance(b, TupleType):
+        if not (isinstance(a, TupleType) and isinstance(b, TupleType)) or len(a.items) != len(
+                b.items):
+            raise AnalysisConflict(f"{a} vs {b}")
+        return TupleType(tuple(join_types(x, y) for x, y in zip(a.items, b.items, strict=True)))
+    if a.dtype != b.dtype:
+        raise AnalysisConflict(f"dtype {a.dtype} vs {b.dtype}")
+    if a.shape is None or b.shape is None:
+        return a if b.shape is None else b
+    if len(a.shape) != len(b.shape):
+        raise AnalysisConflict(f"shape {a} vs {b}")
+    dims = []
+    for x, y in zip(a.shape, b.shape, strict=True):
+        if isinstance(x, int) and isinstance(y, int) and x != y:
+            raise AnalysisConflict(f"shape {a} vs {b}")
+        dims.append(x if isinstance(x, int) or x != "?" and not isinstance(y, int) else y)
+    joined = TensorType(a.dtype, tuple(dims))
+    return a if joined == a else joined
+
+
+# ---------------------------------------------------------------- read helpers for rules
+def class_type(egraph: EGraph, cid: int) -> TensorType | TupleType | None:
+    return egraph.data(cid, SHAPE)  # type: ignore[no-any-return]
+
+
+def class_value(egraph: EGraph, cid: int) -> np.ndarray | None:
+    return egraph.data(cid, VALUE)  # type: ignore[no-any-return]
+
+
+def add_const(egraph: EGraph, value: np.ndarray) -> int:
+    return egraph.add(const_node(np.asarray(value)))
+
+
+def add_op(egraph: EGraph, op: str, children: Sequence[int],
+           attrs: Mapping[str, Any] | None = None) -> int:
+    """Add ``op(children) {attrs}`` with schema defaults applied; returns its class."""
+    ctx = context_of(egraph)
+    return egraph.add(ENode(op, ctx.op_attrs(op, attrs or {}), tuple(children)))
