@@ -29,7 +29,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..errors import ModelError
-from .attrs import AttrValue, Attrs
+from .attrs import Attrs, AttrValue
 from .graph import TensorType
 
 AttrKind = Literal["int", "float", "string", "ints", "floats", "strings", "tensor"]

@@ -52,7 +52,7 @@ def _check_ssa(graph: Graph) -> None:
 def _check_order(graph: Graph) -> None:
     defined = set(graph.input_names) | set(graph.initializers)
     produced = graph.producers()
-    for index, node in enumerate(graph.nodes):
+    for node in graph.nodes:
         for name in node.present_inputs():
             if name in defined:
                 continue
