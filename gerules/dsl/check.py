@@ -98,7 +98,8 @@ def _commutative(lib: RuleLibrary, registry: Registry) -> list[RuleError]:
             errors.append(RuleError(f"unknown op {ref.qualified}{hint}", ref.span))
             continue
         schema = registry.get(ref.op, ref.domain)
-        if not schema.has(COMMUTATIVE) or len(schema.inputs) < 2:
+        two = len(schema.inputs) >= 2 or bool(schema.inputs and schema.inputs[-1].variadic)
+        if not schema.has(COMMUTATIVE) or not two:
             errors.append(RuleError(f"{ref.qualified} is not commutative (the op registry "
                                     "does not mark it so)", ref.span))
     return errors

@@ -208,7 +208,8 @@ class RuleChecker:
                   ) -> AttrSpec | None:
         spec = schema.attrs.get(item.name)
         if spec is None:
-            hint = suggest(item.name, schema.attrs)
+            versions = self.registry.versions(schema.op, schema.domain)
+            hint = suggest(item.name, {a for v in versions for a in v.attrs})
             self.error(item.span, f"{call.qualified} has no attribute '{item.name}'{hint}")
         return spec
 

@@ -20,7 +20,7 @@ from lark.lexer import PatternStr
 from .ast import Span
 from .errors import RuleError
 
-MAX_WORDS = 6
+MAX_WORDS = 8
 
 _REGEX_WORDS = {
     "NAME": "a name",
@@ -36,6 +36,7 @@ _OPERATORS = {"CMP_OP", "ADD_OP", "MUL_OP", "POW", "AND", "OR", "IN", "NOT"}
 _RANK = {"ARROW": 0, "BIARROW": 1, "_WHERE": 2, "_LET": 3, "OPNAME": 4, "NAME": 5,
          "_RPAR": 6, "_RSQB": 6, "_RBRACE": 6, "_COMMA": 7, "_COLON": 7, "$END": 20}
 _WORD_AT = re.compile(r"\w+|\S")
+_KEYWORD = re.compile(r"([a-z]+)\\b")
 # Terminals that can start an expression; when most are expected, say "an expression".
 _EXPR_START = {"NAME", "OPNAME", "QUALIFIED_OPNAME", "INT", "FLOAT", "STRING", "TRUE", "FALSE",
                "NONE", "_LPAR", "_LSQB", "ADD_OP", "NOT"}
@@ -65,6 +66,9 @@ def describe_terminals(lark: Lark, names: Iterable[str], operators_ok: bool = Tr
 def _literal(pattern: object, name: str) -> str:
     if isinstance(pattern, PatternStr):
         return f"'{pattern.value}'"
+    keyword = _KEYWORD.fullmatch(getattr(pattern, "value", ""))
+    if keyword:
+        return f"'{keyword.group(1)}'"
     return name.lower().strip("_")
 
 
