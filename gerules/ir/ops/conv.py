@@ -88,6 +88,12 @@ def _depthwise(xp: np.ndarray, w: np.ndarray, win: Any) -> np.ndarray:
     return y
 
 
+def _taps_pay(win: Any) -> bool:
+    """Depthwise by strided adds beats im2col + batched matmul only for stride 1 on big maps
+    (strided slices make the elementwise loops slow; small maps favour one matmul call)."""
+    return all(s == 1 for s in win.strides) and prod(win.out) >= 256
+
+
 def _is_pointwise(win: Any) -> bool:
     return (all(k == 1 for k in win.kernel) and all(s == 1 for s in win.strides)
             and not any(win.begin) and not any(win.end))
@@ -118,7 +124,7 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None,
 def _conv_core(x: np.ndarray, w: np.ndarray, group: int, win: Any) -> np.ndarray:
     n, c = x.shape[:2]
     m = w.shape[0]
-    if group == c and w.shape[1] == 1 and group > 1:
+    if group == c and w.shape[1] == 1 and group > 1 and _taps_pay(win):
         return _depthwise(pad_for(x, win), w, win)
     if _is_pointwise(win):
         cols = x.reshape(n, group, c // group, -1)

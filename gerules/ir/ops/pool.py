@@ -3,7 +3,8 @@
 Invariants:
 - Windows follow ``_window`` (pads, ``auto_pad``, dilations, ``ceil_mode``); the kernels loop
   over kernel taps only, each tap one strided slice of the padded input.
-- MaxPool pads with ``-inf`` (the dtype's minimum for integers), so pads never win; its
+- MaxPool pads with ``-inf`` (the dtype's minimum for integers), so pads never win; without
+  ``Indices`` it takes the (separable) box maximum one spatial axis at a time; its
   optional ``Indices`` output holds the flat index of the first maximum in the unpadded
   input (row-major, or column-major over the spatial dims with ``storage_order=1``).
 - AveragePool divides by the taps that land on the input, or, with
@@ -57,19 +58,34 @@ def _lowest(dtype: np.dtype) -> float | int:
     return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
 
 
+def _max_along(x: np.ndarray, i: int, win: Window) -> np.ndarray:
+    """Max over the kernel taps of spatial axis ``i`` only (strided, dilated)."""
+    index: list[slice] = [slice(None)] * x.ndim
+    out: np.ndarray | None = None
+    for j in range(win.kernel[i]):
+        start = j * win.dilations[i]
+        index[2 + i] = slice(start, start + (win.out[i] - 1) * win.strides[i] + 1,
+                             win.strides[i])
+        part = x[tuple(index)]
+        out = part.copy() if out is None else np.maximum(out, part, out=out)
+    assert out is not None
+    return out
+
+
 def _max_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     x = need(at(inputs, 0), "MaxPool")
     win = _geometry(x, call)
     xp = pad_for(x, win, _lowest(x.dtype))
+    if call.num_outputs < 2:  # a box max is separable: one axis at a time
+        for i in range(len(win.kernel)):
+            xp = _max_along(xp, i, win)
+        return [xp]
     views = [xp[(slice(None), slice(None), *sl)] for sl in taps(win)]
     y = views[0].copy()
     best_tap = np.zeros(y.shape, dtype=np.int64)
     for t, part in enumerate(views[1:], start=1):
-        if call.num_outputs > 1:
-            best_tap[part > y] = t
+        best_tap[part > y] = t
         np.maximum(y, part, out=y)
-    if call.num_outputs < 2:
-        return [y]
     order = iattr(call, "storage_order")
     return [y, _indices(best_tap, x.shape, win, order)]
 
