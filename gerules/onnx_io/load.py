@@ -90,6 +90,9 @@ def parse(data: bytes) -> onnx.ModelProto:
         if kind:
             raise ModelError(f"not an ONNX model: this is {kind}") from None
         detail = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if isinstance(e, RecursionError) or "MaxDepth" in detail:
+            raise ModelError("nesting too deep: subgraphs inside subgraphs exceed protobuf's "
+                             "limit of 100 message levels") from None
         raise ModelError(f"corrupt or truncated ONNX protobuf ({detail})") from None
     if not model.HasField("graph") and text_kind(data):
         raise ModelError(f"not an ONNX model: this is {text_kind(data)}")

@@ -77,6 +77,34 @@ def _with_init(t: onnx.TensorProto) -> onnx.ModelProto:
     return _model([helper.make_node("Add", ["x", t.name], ["y"], name="add")], [t])
 
 
+def _field(number: int, payload: bytes) -> bytes:
+    """One length-delimited protobuf field, encoded by hand (to nest past protobuf's limit)."""
+    out = bytearray()
+    for value in ((number << 3) | 2, len(payload)):
+        while True:
+            out.append((value & 0x7F) | (0x80 if value > 0x7F else 0))
+            value >>= 7
+            if not value:
+                break
+    return bytes(out) + payload
+
+
+def nested_ifs(depth: int) -> bytes:
+    """A model of ``depth`` If nodes, each inside the previous one's then_branch."""
+    z = helper.make_tensor_value_info("z", TensorProto.BOOL, None)
+    leaf = [helper.make_node("Identity", ["c"], ["z"])]
+    graph = onnx.GraphProto(name="leaf", node=leaf, output=[z]).SerializeToString()
+    for i in range(depth):
+        attr = onnx.AttributeProto(name="then_branch", type=onnx.AttributeProto.GRAPH)
+        node = helper.make_node("If", ["c"], ["z"], name=f"if{i}").SerializeToString()
+        node += _field(5, attr.SerializeToString() + _field(6, graph))
+        graph = onnx.GraphProto(name=f"g{i}", output=[z]).SerializeToString() + _field(1, node)
+    graph += _field(11, helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+                    .SerializeToString())
+    model = onnx.ModelProto(ir_version=8, opset_import=[helper.make_opsetid("", 17)])
+    return model.SerializeToString() + _field(7, graph)
+
+
 def _truncated() -> bytes:
     data: bytes = good_model().SerializeToString()
     return data[: len(data) // 2]
@@ -170,6 +198,7 @@ FORMAT_CASES = [
             r"zip archive \(a PyTorch checkpoint"),
     BadCase("pickle", _write(b"\x80\x04\x95\x10\x00" + bytes(20)), r"a Python pickle"),
     BadCase("json", _write(b'{"graph": {"node": []}}\n'), r"JSON text"),
+    BadCase("nesting_too_deep", _write(nested_ifs(200)), r"^nesting too deep"),
 ]
 
 GRAPH_CASES = [
@@ -198,6 +227,8 @@ GRAPH_CASES = [
         r"opset 999 of domain 'ai.onnx'; gerules supports 1 to \d+"),
     BadCase("unknown_domain", _write(_domain_model()),
             r"node 'fused' \(com.microsoft.FusedGemm\): unsupported domain 'com.microsoft'"),
+    BadCase("control_flow_nested", _write(nested_ifs(30)),
+            r"node 'if29' \(If\): attribute 'then_branch' holds a subgraph: control flow"),
     BadCase("control_flow", _write(_if_model()),
             r"node 'branch' \(If\): attribute '(then|else)_branch' holds a subgraph: "
             r"control flow"),
