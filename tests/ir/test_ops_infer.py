@@ -338,6 +338,15 @@ def test_batchnorm_training_mode_is_refused() -> None:
         infer_types("BatchNormalization", types, attrs={"training_mode": 1}, opset=15)
 
 
+def test_batchnorm_opset7_spatial_form() -> None:
+    x, c = rand(2, 3, 4), np.ones(3, np.float32)
+    (y,) = evaluate("BatchNormalization", [x, c, c * 0, c * 0, c], {"spatial": 1}, opset=7,
+                    check=True)
+    np.testing.assert_allclose(y, x / np.sqrt(1 + 1e-5), rtol=1e-6)
+    with pytest.raises(ShapeError, match="spatial=0"):
+        evaluate("BatchNormalization", [x, c, c, c, c], {"spatial": 0}, opset=7)
+
+
 def test_softmax_versions_differ() -> None:
     x = rand(2, 3, 4)
     (old,) = evaluate("Softmax", [x], opset=11)  # coerced to [2, 12], axis 1

@@ -73,7 +73,8 @@ def test_ge_ops_exist_at_version_1(op: str) -> None:
     ("Squeeze", 12, 1), ("Squeeze", 13, 13), ("Unsqueeze", 17, 13), ("ReduceSum", 12, 1),
     ("ReduceSum", 13, 13), ("ReduceMean", 17, 1), ("ReduceMean", 18, 18), ("ReduceMax", 17, 1),
     ("ReduceMax", 18, 18), ("Pad", 10, 2), ("Pad", 18, 11), ("TopK", 9, 1), ("TopK", 11, 10),
-    ("BatchNormalization", 13, 9), ("BatchNormalization", 15, 14), ("Slice", 9, 1),
+    ("BatchNormalization", 7, 6), ("BatchNormalization", 13, 9),
+    ("BatchNormalization", 15, 14), ("Slice", 9, 1), ("Dropout", 6, 6),
     ("Slice", 10, 10), ("Resize", 10, 10), ("Resize", 18, 11), ("Dropout", 9, 7),
     ("Dropout", 11, 10), ("Dropout", 13, 12), ("BitShift", 27, 11), ("BitShift", 28, 28),
 ])

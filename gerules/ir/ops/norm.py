@@ -44,6 +44,9 @@ TRAINING = "training mode not supported (only inference BatchNormalization runs 
 def _bn_check(call: Call) -> None:
     if iattr(call, "training_mode") or call.num_outputs > 1:
         raise ShapeError(f"BatchNormalization: {TRAINING}")
+    if not iattr(call, "spatial", 1):
+        raise ShapeError("BatchNormalization: spatial=0 (per-element statistics) is not "
+                         "supported")
 
 
 def _bn_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
@@ -162,6 +165,11 @@ def _flops(per_elem: int) -> FlopsFn:
 
 
 SCHEMAS = [
+    schema("BatchNormalization", 6, "X scale B mean var",
+           "Y mean? var? saved_mean? saved_var?", _bn_infer, _bn_kernel,
+           attrs=[*BN_ATTRS, attr("is_test", "int", 0), attr("spatial", "int", 1)],
+           traits={INPLACE}, flops=_flops(2),
+           doc="inference batch norm (opset 6-8: spatial=1 only, extra outputs refused)"),
     schema("BatchNormalization", 9, "X scale B input_mean input_var",
            "Y running_mean? running_var? saved_mean? saved_var?", _bn_infer, _bn_kernel,
            attrs=BN_ATTRS, traits={INPLACE}, flops=_flops(2),
