@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import mmap
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +33,8 @@ from ..ir.registry import Registry, default_registry
 from .contents import OmContents
 from .decode import Doc, decode
 from .format import HEADER, MAX_JSON_BYTES, Header, Kind, Section, parse_header, parse_sections
+
+log = logging.getLogger(__name__)
 
 GAP_CHUNK = 1 << 20
 
@@ -85,11 +88,13 @@ class OmFile:
         return Doc(self.path).obj(self._json(Kind.MODEL_DEF), "top level")
 
     def close(self) -> None:
+        """Drop the decoded contents and unmap the file (the contents are gone afterwards)."""
+        self.__dict__.pop("contents", None)
         if self._map is not None:
             try:
                 self._map.close()
             except BufferError:  # weights still referenced: the GC unmaps it later
-                pass
+                log.debug("%s: weights still in use; the map is released when they are", self.path)
             self._map = None
 
     def __enter__(self) -> OmFile:

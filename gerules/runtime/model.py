@@ -4,6 +4,9 @@ Invariants:
 - ``Model.load`` checks the whole file (see ``gerules.om.reader``) and builds one ``Program``
   per compiled variant; it allocates no arena (that happens on the first run), so loading a
   bad or huge-arena file never allocates more than the file's own checks need.
+- ``inputs``/``outputs`` describe the tensors like acl's model description: the static shapes
+  of a single-variant model, the declared shapes (symbolic dims as names) of a multi-variant
+  (dynamic batch) model.
 - ``run`` picks the variant whose input shapes match the feeds, checks the feeds, executes
   every node into views of one arena (weights are read-only views into the file's memory map,
   graph inputs are read in place from the caller's arrays) and returns copies of the outputs.
@@ -16,6 +19,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from collections.abc import Mapping
@@ -82,11 +86,15 @@ class Model:
 
     @property
     def inputs(self) -> tuple[TensorDesc, ...]:
-        return tuple(TensorDesc.of(v) for v in self.graph.inputs)
+        """The inputs: static shapes with one variant, the declared (symbolic) ones else."""
+        return tuple(TensorDesc.of(v) for v in self._described().inputs)
 
     @property
     def outputs(self) -> tuple[TensorDesc, ...]:
-        return tuple(TensorDesc.of(v) for v in self.graph.outputs)
+        return tuple(TensorDesc.of(v) for v in self._described().outputs)
+
+    def _described(self) -> Graph:
+        return self.variants[0].graph if len(self.variants) == 1 else self.graph
 
     @property
     def figures(self) -> tuple[MemoryFigures | None, ...]:
@@ -134,14 +142,18 @@ class Model:
             executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=True)
+        om, self._om = self._om, None
+        if om is not None:
+            self._drop_weights()  # the map can only close once no view of it is left
+            om.close()
+
+    def _drop_weights(self) -> None:
         for pool in self._pools:
             pool.clear()
         self._pools, self._weights = [], {}
-        om, self._om = self._om, None
-        self.graph = self.graph.replace(initializers={}) if om else self.graph
-        self.variants = ()
-        if om is not None:
-            om.close()
+        self.graph = self.graph.replace(initializers={})
+        self.variants = tuple(dataclasses.replace(v, graph=v.graph.replace(initializers={}))
+                              for v in self.variants)
 
     def __enter__(self) -> Model:
         return self

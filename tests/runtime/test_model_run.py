@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 from pathlib import Path
 
@@ -112,9 +113,10 @@ def test_descriptions_and_figures(tmp_path: Path) -> None:
     graph, _, dims = _test_model("cnn")
     path = build(graph, tmp_path / "m.om", dims=[dims]).path
     with Model.load(path) as model:
-        assert model.inputs == (TensorDesc("input", ("N", 3, 16, 16), "float32"),)
-        assert model.outputs == (TensorDesc("logits", ("N", 10), "float32"),)
-        assert model.inputs[0].nbytes is None
+        assert model.inputs == (TensorDesc("input", (2, 3, 16, 16), "float32"),)
+        assert model.outputs == (TensorDesc("logits", (2, 10), "float32"),)
+        assert model.inputs[0].nbytes == 2 * 3 * 16 * 16 * 4
+        assert model.graph.inputs[0].shape == ("N", 3, 16, 16)  # as declared
         (figures,) = model.figures
         assert figures is not None and figures.arena == model.arena_bytes()
         assert figures.arena < figures.no_reuse
@@ -180,6 +182,18 @@ def test_closed_models_refuse_to_run(tmp_path: Path) -> None:
     model.close()  # twice is fine
 
 
+def test_close_unmaps_the_file(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    g = probe_graph()
+    path = build(g, tmp_path / "m.om").path
+    caplog.set_level(logging.DEBUG, logger="gerules.om.reader")
+    model = Model.load(path, registry=registry())
+    model.run(feeds_for(g))
+    model.run_async(feeds_for(g)).result(timeout=30)
+    model.close()
+    assert "still in use" not in caplog.text
+    assert model.inputs[0].name == "x"  # descriptions survive close
+
+
 def test_stream_count_must_match_the_file(tmp_path: Path) -> None:
     path = build(two_branches(), tmp_path / "m.om", streams=2).path
     with pytest.raises(UsageError, match="compiled for 2 stream"):
@@ -195,6 +209,8 @@ def test_dynamic_batch_picks_the_variant_by_input_shape(tmp_path: Path) -> None:
     path = build(g, tmp_path / "m.om", dims=[{"N": 1}, {"N": 4}]).path
     with Model.load(path, registry=registry()) as model:
         assert [v.name for v in model.variants] == ["N=1", "N=4"]
+        assert model.inputs == (TensorDesc("x", ("N", 8), "float32"),)
+        assert model.inputs[0].nbytes is None
         assert model.arena_bytes(1) > model.arena_bytes(0)
         for n in (1, 4):
             x = np.random.default_rng(n).standard_normal((n, 8)).astype(np.float32)
