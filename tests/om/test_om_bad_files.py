@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from memgraphs import registry, two_branches
 from om_files import build, model_def, probe_graph, repack, sections_of, with_model_def
 
@@ -230,3 +232,12 @@ def test_a_corrupted_plan_in_the_file_is_rejected(tmp_path: Path) -> None:
 ])
 def test_bad_json(tmp_path: Path, good: bytes, raw: bytes, match: str) -> None:
     load_bad(tmp_path, with_model_def(good, raw), match)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(where=st.floats(0, 1, exclude_max=True), bit=st.integers(0, 7))
+def test_any_single_bit_flip_anywhere_is_detected(tmp_path: Path, good: bytes, where: float,
+                                                  bit: int) -> None:
+    data = bytearray(good)
+    data[int(where * len(data))] ^= 1 << bit
+    load_bad(tmp_path, bytes(data), ".")
