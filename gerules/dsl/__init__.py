@@ -24,10 +24,21 @@ from .loader import RuleLibrary, parse_library, parse_shipped
 from .parser import parse_text
 
 __all__ = [
-    "Contract", "Rule", "RuleError", "RuleErrors", "RuleFile", "RuleLibrary", "Span",
-    "check_library", "contract_of", "load_rules", "parse_library", "parse_shipped",
-    "parse_text",
+    "CompiledRule", "CompiledRules", "Contract", "Rule", "RuleError", "RuleErrors", "RuleFile",
+    "RuleLibrary", "Span", "check_library", "compile_library", "contract_of", "load_compiled",
+    "load_rules", "parse_library", "parse_shipped", "parse_text",
 ]
+_COMPILE = ("CompiledRule", "CompiledRules", "compile_library", "load_compiled")
+
+
+def __getattr__(name: str) -> object:
+    """The compiler is imported on first use: it needs the engine and ``gerules.opt``, which
+    may themselves import this package."""
+    if name in _COMPILE:
+        from . import compile as compiler
+
+        return getattr(compiler, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def load_rules(paths: Iterable[str | os.PathLike[str]] | None = None,

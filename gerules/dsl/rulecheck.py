@@ -252,7 +252,10 @@ class RuleChecker:
             spec = self.attr_spec(call, schema, item)
             if spec is not None:
                 self.attr_pattern(call, spec, item.value, scope)
-        if call.binder is not None:
+        if call.binder is not None and call.output is not None:
+            self.error(call.binder_span or call.span, "'as' cannot follow an output index; "
+                                                      "bind the op without [k]")
+        elif call.binder is not None:
             self.bind_node(call, schema, scope)
 
     def attr_pattern(self, call: ast.OpCall, spec: AttrSpec, value: ast.Expr,

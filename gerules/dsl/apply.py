@@ -1,0 +1,154 @@
+"""Building a rule's right side in the e-graph, in two steps: prepare, then emit.
+
+``prepare`` runs as the rule's last condition: it evaluates every computed value (folded
+constants such as ``w * bcast(s, rank(w), axis=0)``, attribute expressions, ``{..n}`` copies)
+and resolves every new op's attributes against the e-graph's opset schema (defaults applied,
+as ``gerules.opt.terms`` requires). Anything that fails rejects the match with a reason, so
+the applier never fails half-way. ``emit`` then only adds e-nodes.
+
+Invariants:
+- ``prepare`` never changes the e-graph; ``emit`` adds exactly the prepared nodes.
+- A computed input takes the dtype of its first tensor sibling (``Mul(x, 0.5)`` multiplies by
+  a scalar of x's type; see ``build.input_constant``), a computed root the matched root's.
+- Copied attributes exclude the tuple marker ``_outputs``; explicit ones override copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..engine import EGraph, ENode
+from ..errors import GeError
+from ..ir.graph import TensorType
+from ..opt.terms import (
+    ABSENT,
+    OUTPUTS_ATTR,
+    PROJ,
+    add_const,
+    class_type,
+    class_value,
+    context_of,
+    ir_attr,
+)
+from . import ast
+from .build import attr_value, input_constant
+from .evaluate import Env, evaluate
+from .values import EvalError, Tensor
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """One right-side node: ``kind`` is ``class``, ``const``, ``absent`` or ``op``."""
+
+    kind: str
+    value: Any = None  # class id, array, or qualified op name
+    attrs: tuple[tuple[str, Any], ...] = ()
+    children: tuple[Prepared, ...] = ()
+    output: int | None = None
+
+
+class PrepareError(Exception):
+    """The right side cannot be built for this match (message says why)."""
+
+
+Lookup = Callable[[str], Any]
+
+
+class Builder:
+    """Prepares and emits one right side; ``tensors`` are the names bound to classes."""
+
+    def __init__(self, rhs: ast.Expr, tensors: set[str]) -> None:
+        self.rhs = rhs
+        self.tensors = tensors
+
+    def prepare(self, egraph: EGraph, root: int, env: Env, classes: Lookup) -> Prepared:
+        like = _dtype(class_type(egraph, root))
+        return self.node(self.rhs, egraph, env, classes, like)
+
+    def node(self, e: ast.Expr, egraph: EGraph, env: Env, classes: Lookup,
+             like: str | None) -> Prepared:
+        if isinstance(e, ast.Name) and e.name in self.tensors:
+            return Prepared("class", classes(e.name))
+        if isinstance(e, ast.NoneLit):
+            return Prepared("absent")
+        if isinstance(e, ast.OpCall):
+            return self.op(e, egraph, env, classes)
+        try:
+            return Prepared("const", input_constant(evaluate(e, env), like))
+        except EvalError as err:
+            raise PrepareError(str(err)) from None
+
+    def op(self, call: ast.OpCall, egraph: EGraph, env: Env, classes: Lookup) -> Prepared:
+        ctx = context_of(egraph)
+        tensor_args = {id(a): self.node(a, egraph, env, classes, None) for a in call.args
+                       if self.is_tensor(a)}
+        like = next((d for p in tensor_args.values() if (d := _prepared_dtype(egraph, p))),
+                    None)
+        children = tuple(tensor_args.get(id(a)) or self.node(a, egraph, env, classes, like)
+                         for a in call.args)
+        try:
+            schema = ctx.schema(call.qualified)
+            attrs = self.attrs(call, schema, env)
+            if call.output is not None:
+                attrs[OUTPUTS_ATTR] = schema.max_outputs or call.output + 1
+            resolved = ctx.op_attrs(call.qualified, attrs)
+        except (GeError, EvalError) as err:
+            raise PrepareError(f"{call.qualified}: {err}") from None
+        return Prepared("op", call.qualified, resolved, children, call.output)
+
+    def is_tensor(self, e: ast.Expr) -> bool:
+        return isinstance(e, (ast.OpCall, ast.NoneLit)) or (
+            isinstance(e, ast.Name) and e.name in self.tensors)
+
+    def attrs(self, call: ast.OpCall, schema: Any, env: Env) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for item in call.attrs:
+            if isinstance(item, ast.AttrCopy):
+                out.update(copied(env, item.binder))
+            elif item.name in schema.attrs:
+                out[item.name] = attr_value(schema.attrs[item.name], evaluate(item.value, env))
+            else:
+                raise EvalError(f"no attribute '{item.name}' at this opset")
+        return out
+
+
+def copied(env: Env, binder: str) -> dict[str, Any]:
+    node: ENode = env.node(binder)  # type: ignore[attr-defined]
+    return {k: ir_attr(v) for k, v in node.attrs if k != OUTPUTS_ATTR}
+
+
+def _dtype(t: Any) -> str | None:
+    return t.dtype if isinstance(t, TensorType) else None
+
+
+def _prepared_dtype(egraph: EGraph, p: Prepared) -> str | None:
+    if p.kind == "class":
+        return _dtype(class_type(egraph, p.value))
+    if p.kind == "const":
+        return str(p.value.dtype)
+    return None
+
+
+def emit(egraph: EGraph, p: Prepared) -> int:
+    """Add the prepared right side; returns its class."""
+    if p.kind == "class":
+        return int(p.value)
+    if p.kind == "const":
+        return add_const(egraph, np.asarray(p.value))
+    if p.kind == "absent":
+        return egraph.add(ENode(ABSENT, (), ()))
+    children = tuple(emit(egraph, c) for c in p.children)
+    cid = egraph.add(ENode(p.value, p.attrs, children))
+    if p.output is None:
+        return cid
+    return egraph.add(ENode(PROJ, (("index", p.output),), (cid,)))
+
+
+def tensor_of(egraph: EGraph, name: str, cid: int) -> Tensor:
+    """A class as an expression value: its type and constant value (if known)."""
+    t = class_type(egraph, cid)
+    return Tensor(name, t if isinstance(t, TensorType) else None, class_value(egraph, cid))
