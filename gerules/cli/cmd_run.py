@@ -89,9 +89,13 @@ def run(args: argparse.Namespace) -> int:
     inputs = _feeds(model, args)
     start = time.perf_counter()
     try:
-        outputs = model.run(inputs)
+        with np.errstate(all="ignore"):  # NaN/Inf are results to report, not warnings
+            outputs = model.run(inputs)
     except GeError as e:
         raise e.with_place(file=str(args.model)) from None
+    for name, arr in outputs.items():
+        if arr.dtype.kind in "fc" and not np.isfinite(arr).all():
+            log.warning("output '%s' holds NaN or Inf values", name)
     log.info("ran %s in %.1f ms", args.model, 1e3 * (time.perf_counter() - start))
     saved = save_outputs(outputs, args.output_dir) if args.output_dir else {}
     print(format_table(outputs, saved))

@@ -1,8 +1,9 @@
 """Run many ``ge-rewrite`` command lines as separate processes without paying start-up each time.
 
-Imports the CLI (its subcommands and the op registry) once, then forks one child per command line: the child points fds 1 and 2 at
-files, runs ``main(argv)`` in its folder and leaves with ``os._exit(code)``; an exception that
-escapes ``main`` is printed with its traceback and exits 99, as an uncaught one would. So each
+Imports the CLI (its subcommands and the op registry) once, then forks one child per command
+line: the child points fds 1 and 2 at files, runs ``main(argv)`` in its folder and leaves with
+``os._exit(code)``; an exception that escapes ``main`` is printed with its traceback and exits
+99, as an uncaught one would. So each
 case gets a real process (real exit code, real stdout/stderr bytes, no state shared between
 cases) for a few milliseconds instead of a second of imports.
 

@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -233,3 +234,16 @@ def test_unknown_rank_input_needs_an_input_shape(tmp_path: Path,
     assert code == 2 and "input 'x' has unknown rank; give its shape with --input-shape" in err
     code, out, _ = _run([path, "--input-shape", "x:2,4"], capsys)
     assert code == 0 and _table(out)["y"][:2] == ["[2,", "4]"]
+
+
+def test_nan_outputs_are_reported_not_warned(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                             caplog: pytest.LogCaptureFixture) -> None:
+    model = good_model()
+    model.graph.node[1].op_type = "Div"  # y = (x + w) / x
+    path = _save(model, tmp_path)
+    np.save(tmp_path / "zeros.npy", np.array([[0.0, -1.0, 0.0, 1.0]], dtype=np.float32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a NumPy RuntimeWarning would fail the run
+        code, out, _ = _run([str(path), "--input", f"x={tmp_path / 'zeros.npy'}"], capsys)
+    assert code == 0 and _table(out)["y"][3] == "nan"
+    assert "output 'y' holds NaN or Inf values" in caplog.text
