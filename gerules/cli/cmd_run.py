@@ -56,14 +56,28 @@ def load_onnx(path: Path, args: argparse.Namespace) -> Runnable:
     return Runnable(required, graph.output_names, Executor(graph).run)
 
 
+def load_om(path: Path, args: argparse.Namespace) -> Runnable:
+    """A compiled offline model; it runs in its planned arena (``gerules.runtime.model``)."""
+    from ..runtime.model import Model
+
+    model = Model.load(path, streams=getattr(args, "streams", None))
+    inputs = tuple(Value.of(d.name, d.dtype, d.shape) for d in model.inputs)
+    return Runnable(inputs, tuple(d.name for d in model.outputs), model.run)
+
+
 # Model loaders by file suffix (lower case). The first entry is the fallback.
-LOADERS: dict[str, Callable[[Path, argparse.Namespace], Runnable]] = {".onnx": load_onnx}
+LOADERS: dict[str, Callable[[Path, argparse.Namespace], Runnable]] = {
+    ".onnx": load_onnx,
+    ".om": load_om,
+}
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("run", help="run a model on given or random inputs",
                        description="Run a model and print each output's shape and checksum.")
-    p.add_argument("model", type=Path, help="model file (.onnx)")
+    p.add_argument("model", type=Path, help="model file (.onnx or a compiled .om)")
+    p.add_argument("--streams", type=int, default=None, metavar="N",
+                   help=".om only: run independent branches on N streams (default: as compiled)")
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                    help="feed input NAME from a .npy file (repeatable)")
     p.add_argument("--input-shape", "--input_shape", action="append", default=[],
