@@ -11,6 +11,7 @@ from ..registry import OpSchema
 def all_schemas() -> list[OpSchema]:
     from . import (
         activation,
+        constant,
         conv,
         elementwise,
         expr,
@@ -28,6 +29,6 @@ def all_schemas() -> list[OpSchema]:
 
     schemas: list[OpSchema] = []
     for module in (elementwise, activation, softmax, conv, pool, norm, linalg, reduce, shape,
-                   movement, gather, resize, fused, expr):
+                   constant, movement, gather, resize, fused, expr):
         schemas.extend(module.SCHEMAS)
     return schemas
