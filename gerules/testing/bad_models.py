@@ -7,8 +7,8 @@ and the ``.om`` side can reuse the same files.
 
 Invariants:
 - Builders are deterministic and write only inside the folder they are given (the external
-  data cases put a "secret" file in a sibling folder of the model's folder, inside that
-  folder's parent, which the caller owns too: pass a folder inside a temporary directory).
+  data cases put the model in ``<folder>/model/`` and a "secret" file at
+  ``<folder>/secret.bin``, outside the model's own folder, for the model to reach for).
 - Every model here is wrong in exactly one way; the same model without that flaw loads.
 """
 
