@@ -132,3 +132,13 @@ def test_every_builtin_has_a_doc_and_a_signature() -> None:
     assert FUNCTIONS["bcast"].kwargs == ("axis",) and FUNCTIONS["bcast"].min_args == 2
     assert FUNCTIONS["const"].max_args is None
     assert CONSTANTS["f32"][0] == DType("float32")
+
+
+def test_rules_md_documents_every_builtin() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "RULES.md").read_text()
+    for b in FUNCTIONS.values():
+        assert f"| `{b.signature}` | {b.doc} |" in doc, b.name
+    for name in CONSTANTS:
+        assert name in doc

@@ -1,0 +1,141 @@
+"""Parse, check and compile a `.ger` rules folder; time each stage against the 0.5 s budget.
+
+Stages (median of ``--repeat`` runs, each on fresh parses): parse (Lark LALR + AST),
+check (names, ops, arity, attributes, scoping), soundness (shape/dtype witnesses), compile
+(engine rewrites). The one-time process cost (imports, grammar tables, op registry) is
+reported apart. The peer is egglog's Rust front end parsing and type-checking a program
+with as many rewrites of the same size (ops per rule), in the same run.
+
+    python bench/rules.py [PATH] [--repeat 5] [--json out.json]
+
+PATH defaults to the shipped ``rules/`` folder, or ``tests/dsl/good`` while that is empty.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+BUDGET_S = 0.5
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def startup() -> float:
+    """Imports, the grammar's LALR tables and the op registry: paid once per process."""
+    def load() -> None:
+        from gerules.dsl.compile import compile_library  # noqa: F401
+        from gerules.dsl.parser import lark_parser
+        from gerules.ir.registry import default_registry
+
+        lark_parser()
+        default_registry()
+
+    return timed(load)[0]
+
+
+def default_path() -> Path:
+    shipped = ROOT / "rules"
+    if any(shipped.rglob("*.ger")):
+        return shipped
+    return ROOT / "tests" / "dsl" / "good"
+
+
+def one_run(path: Path) -> dict[str, float]:
+    from gerules.dsl import check_library, compile_library, parse_library
+    from gerules.dsl.errors import raise_errors
+
+    t_parse, lib = timed(lambda: parse_library([path]))
+    raise_errors(list(lib.errors))
+    t_check, errors = timed(lambda: check_library(lib, soundness=False))
+    raise_errors(errors)
+    t_full, errors = timed(lambda: check_library(lib, soundness=True))
+    raise_errors(errors)
+    t_compile, _ = timed(lambda: compile_library(lib))
+    return {"parse": t_parse, "check": t_check, "soundness": t_full - t_check,
+            "compile": t_compile, "rules": len(lib.rules), "files": len(lib.files),
+            "ops_per_rule": ops_per_rule(lib)}
+
+
+def ops_per_rule(lib: Any) -> float:
+    from gerules.dsl import ast
+    from gerules.dsl.rulecheck import children
+
+    def count(e: ast.Expr) -> int:
+        return int(isinstance(e, ast.OpCall)) + sum(count(c) for c in children(e))
+
+    rules = lib.rules
+    return sum(count(r.lhs) + count(r.rhs) for r in rules) / max(len(rules), 1)
+
+
+def egglog_program(rules: int, ops: float) -> str:
+    """``rules`` rewrites with about ``ops`` operators each (left + right), with a guard."""
+    depth = max(1, round(ops) - 1)
+    lines = ["(datatype T (Leaf i64) (Relu T) (Add T T) (Mul T T) (Fused T T))"]
+    for i in range(rules):
+        lhs = "(Add a b0)"
+        for k in range(1, depth):
+            lhs = f"(Add {lhs} b{k})" if k % 2 else f"(Relu {lhs})"
+        lines.append(f"(rewrite {lhs} (Fused a (Leaf {i})) :when ((= a a)) :ruleset r{i % 8})")
+    rulesets = "\n".join(f"(ruleset r{k})" for k in range(8))
+    return rulesets + "\n" + "\n".join(lines)
+
+
+def egglog_seconds(rules: int, ops: float, repeat: int) -> float | None:
+    try:
+        from egglog import bindings
+    except ImportError:
+        return None
+    text = egglog_program(rules, ops)
+
+    def run() -> None:
+        eg = bindings.EGraph()
+        eg.run_program(*eg.parse_program(text))
+
+    return statistics.median(timed(run)[0] for _ in range(repeat))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", nargs="?", type=Path, default=None)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--json", type=Path, help="write the figures here")
+    args = parser.parse_args(argv)
+    path = args.path or default_path()
+    cold = startup()
+    runs = [one_run(path) for _ in range(args.repeat)]
+    stages = ("parse", "check", "soundness", "compile")
+    median = {s: statistics.median(r[s] for r in runs) for s in stages}
+    total = median["parse"] + median["check"] + median["soundness"]
+    n, ops = runs[0]["rules"], runs[0]["ops_per_rule"]
+    peer = egglog_seconds(int(n), ops, args.repeat)
+    print(f"rules: {path} ({runs[0]['files']:.0f} files, {n:.0f} rules, {ops:.1f} ops/rule)")
+    print(f"startup (imports, grammar, registry; once per process): {cold * 1e3:7.1f} ms")
+    for s in stages:
+        print(f"{s:>10}: {median[s] * 1e3:7.1f} ms  ({median[s] * 1e3 / max(n, 1):.2f} ms/rule)")
+    print(f"parse + check + soundness: {total * 1e3:.1f} ms = {total / BUDGET_S:.2f} x the "
+          f"{BUDGET_S * 1e3:.0f} ms budget")
+    if peer is not None:
+        print(f"egglog (Rust) parse + typecheck of {n:.0f} size-matched rewrites: "
+              f"{peer * 1e3:.1f} ms; ours / egglog = {total / peer:.0f}x")
+    if args.json:
+        figures = {"path": str(path), "rules": n, "ops_per_rule": ops, "startup_s": cold,
+                   **{f"{s}_s": median[s] for s in stages}, "total_s": total,
+                   "budget_ratio": total / BUDGET_S, "egglog_s": peer}
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0 if total < BUDGET_S else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
