@@ -138,14 +138,14 @@ def emit(egraph: EGraph, p: Prepared) -> int:
     if p.kind == "class":
         return int(p.value)
     if p.kind == "const":
-        return add_const(egraph, np.asarray(p.value))
+        return int(add_const(egraph, np.asarray(p.value)))
     if p.kind == "absent":
-        return egraph.add(ENode(ABSENT, (), ()))
+        return int(egraph.add(ENode(ABSENT, (), ())))
     children = tuple(emit(egraph, c) for c in p.children)
-    cid = egraph.add(ENode(p.value, p.attrs, children))
+    cid = int(egraph.add(ENode(p.value, p.attrs, children)))
     if p.output is None:
         return cid
-    return egraph.add(ENode(PROJ, (("index", p.output),), (cid,)))
+    return int(egraph.add(ENode(PROJ, (("index", p.output),), (cid,))))
 
 
 def tensor_of(egraph: EGraph, name: str, cid: int) -> Tensor:

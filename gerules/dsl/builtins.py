@@ -326,12 +326,12 @@ def _entry(fn: Callable[..., Any]) -> Builtin:
                    f"{name}({', '.join(shown)})", (fn.__doc__ or "").strip())
 
 
-_FUNCTIONS = [
+_FUNCTIONS: list[Callable[..., Any]] = [
     const, shape, rank, dtype, numel, static, broadcastable, bcast, reshape, sqrt, exp, log,
     abs_, all_, any_, iota, len_, approx, min_, max_, sum_, prod, int_, float_, cast, splat, item,
     concat, norm_axis, inverse, equal,
 ]
-FUNCTIONS: dict[str, Builtin] = {b.name: b for b in map(_entry, _FUNCTIONS)}
+FUNCTIONS: dict[str, Builtin] = {b.name: b for b in (_entry(fn) for fn in _FUNCTIONS)}
 
 DTYPE_NAMES = {
     "f16": "float16", "f32": "float32", "f64": "float64", "i8": "int8", "i16": "int16",

@@ -13,6 +13,8 @@ Invariants:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..ir.registry import COMMUTATIVE, Registry, default_registry, suggest
 from . import ast
@@ -59,7 +61,8 @@ def check_rule(rule: ast.Rule, registry: Registry, *, soundness: bool = True
     return errors
 
 
-def _unique(items: list, what: str, span_of) -> list[RuleError]:  # type: ignore[no-untyped-def,type-arg]
+def _unique(items: Sequence[Any], what: str, span_of: Callable[[Any], ast.Span]
+            ) -> list[RuleError]:
     first: dict[str, ast.Span] = {}
     errors = []
     for item in items:

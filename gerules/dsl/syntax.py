@@ -120,8 +120,9 @@ def _accepted(err: UnexpectedToken) -> set[str]:
 
 
 def _unexpected_chars(lark: Lark, err: UnexpectedCharacters, file: str, text: str) -> RuleError:
-    m = _WORD_AT.match(text, err.pos_in_stream)
-    found = m.group() if m else text[err.pos_in_stream: err.pos_in_stream + 1]
+    pos = err.pos_in_stream or 0
+    m = _WORD_AT.match(text, pos)
+    found = m.group() if m else text[pos: pos + 1]
     line, col = err.line or 1, err.column or 1
     span = Span(file, line, col, line, col + max(len(found), 1))
     expected = set(err.allowed or ())

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any
+from typing import Any, TypeVar
 
 from lark import Token, Transformer_NonRecursive
 
@@ -23,6 +23,7 @@ from .ast import Span
 from .errors import RuleError
 from .source import MAX_NESTING
 
+N = TypeVar("N", bound=Any)
 _ESCAPE = re.compile(r"\\(.)")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0"}
 _COMMENT_OR_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"|#[^\n]*')
@@ -66,11 +67,12 @@ class ToAst(Transformer_NonRecursive):  # type: ignore[type-arg]
         return Span(self.file, tok.line or 1, tok.column or 1, tok.end_line or 1,
                     tok.end_column or 1)
 
-    def nested(self, node: Any, *children: Any) -> Any:
+    def nested(self, node: N, *children: Any) -> N:
         """Record ``node``'s depth; refuse expressions nested beyond ``MAX_NESTING``."""
         depth = 1 + max((self._depth.get(id(c), 0) for c in children), default=0)
         if depth > MAX_NESTING:
-            raise RuleError(f"expression nests deeper than {MAX_NESTING} levels", node.span)
+            raise RuleError(f"expression nests deeper than {MAX_NESTING} levels",
+                            node.span)
         self._depth[id(node)] = depth
         return node
 
@@ -178,10 +180,10 @@ class ToAst(Transformer_NonRecursive):  # type: ignore[type-arg]
             raise RuleError(f"integer {tok} does not fit in 64 bits", self.tspan(tok))
         return int(digits)
 
-    def int(self, meta: Any, c: list[Any]) -> ast.Num:
+    def int_lit(self, meta: Any, c: list[Any]) -> ast.Num:
         return ast.Num(self.int_value(c[0]), self.span(meta))
 
-    def float(self, meta: Any, c: list[Any]) -> ast.Num:
+    def float_lit(self, meta: Any, c: list[Any]) -> ast.Num:
         return ast.Num(float(str(c[0]).replace("_", "")), self.span(meta))
 
     def string(self, meta: Any, c: list[Any]) -> ast.Str:
@@ -212,11 +214,11 @@ class ToAst(Transformer_NonRecursive):  # type: ignore[type-arg]
     def items(self, meta: Any, c: list[Any]) -> tuple[ast.Expr, ...]:
         return tuple(c)
 
-    def list(self, meta: Any, c: list[Any]) -> ast.ListLit:
+    def list_lit(self, meta: Any, c: list[Any]) -> ast.ListLit:
         items = c[0] or ()
         return self.nested(ast.ListLit(items, self.span(meta)), *items)
 
-    def tuple(self, meta: Any, c: list[Any]) -> ast.TupleLit:
+    def tuple_lit(self, meta: Any, c: list[Any]) -> ast.TupleLit:
         items = (c[0], *(c[1] or ()))
         return self.nested(ast.TupleLit(items, self.span(meta)), *items)
 
