@@ -76,18 +76,21 @@ class Builder:
         if isinstance(e, ast.NoneLit):
             return Prepared("absent")
         if isinstance(e, ast.OpCall):
-            return self.op(e, egraph, env, classes)
+            return self.op(e, egraph, env, classes, like)
         try:
             return Prepared("const", input_constant(evaluate(e, env), like))
         except EvalError as err:
             raise PrepareError(str(err)) from None
 
-    def op(self, call: ast.OpCall, egraph: EGraph, env: Env, classes: Lookup) -> Prepared:
+    def op(self, call: ast.OpCall, egraph: EGraph, env: Env, classes: Lookup,
+           outer: str | None) -> Prepared:
+        """A new node; computed inputs take the first tensor input's dtype, else ``outer``
+        (the dtype expected where this node is used: the matched root's at the top)."""
         ctx = context_of(egraph)
-        tensor_args = {id(a): self.node(a, egraph, env, classes, None) for a in call.args
+        tensor_args = {id(a): self.node(a, egraph, env, classes, outer) for a in call.args
                        if self.is_tensor(a)}
         like = next((d for p in tensor_args.values() if (d := _prepared_dtype(egraph, p))),
-                    None)
+                    outer)
         children = tuple(tensor_args.get(id(a)) or self.node(a, egraph, env, classes, like)
                          for a in call.args)
         try:

@@ -371,7 +371,7 @@ class Soundness:
         if isinstance(e, ast.Name) and e.name in case.binder_types:
             return case.binder_types[e.name]
         if isinstance(e, ast.OpCall):
-            return self.rhs_op(e, case)
+            return self.rhs_op(e, case, like)
         value = self.rhs_value(e, case, like)
         return TensorType(value.dtype.name, tuple(int(d) for d in value.shape))
 
@@ -381,12 +381,14 @@ class Soundness:
         except EvalError as err:
             raise Inconclusive(str(err)) from None
 
-    def rhs_op(self, call: ast.OpCall, case: Case) -> TensorType:
+    def rhs_op(self, call: ast.OpCall, case: Case, outer: str | None) -> TensorType:
+        """Typed as ``apply.Builder.op`` builds it (the same dtype rule for literals)."""
         schema = self.schema(call)
         tensors = [a for a in call.args if isinstance(a, (ast.OpCall, ast.NoneLit)) or (
             isinstance(a, ast.Name) and a.name in self.scope.tensors)]
-        types: dict[int, Any] = {id(a): self.rhs_type(a, case, None) for a in tensors}
-        like = next((t.dtype for t in types.values() if t is not None), None)
+        types: dict[int, Any] = {id(a): self.rhs_type(a, case, outer) for a in tensors}
+        like = next((t.dtype for a, t in types.items() if t is not None and not isinstance(
+            _arg(call, a), ast.OpCall)), outer)
         consts: list[np.ndarray | None] = []
         for a in call.args:
             if id(a) not in types:
@@ -431,6 +433,10 @@ def _literal(arg: ast.Expr) -> Any:
         return evaluate(arg, _Env(Case()))
     except EvalError:
         return None
+
+
+def _arg(call: ast.OpCall, key: int) -> ast.Expr | None:
+    return next((a for a in call.args if id(a) == key), None)
 
 
 def _holds(value: Any) -> bool:

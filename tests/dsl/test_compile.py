@@ -180,6 +180,15 @@ def test_right_side_literals_take_the_sibling_dtype() -> None:
     assert half.dtype == np.float16 and half.shape == () and half == 0.5
 
 
+def test_literals_under_new_ops_take_the_root_dtype() -> None:
+    rules = compile_text("rule r: Neg(x) => Mul(Identity(x), -1)")
+    eg, v = egraph("float16", x=(4,))
+    neg = add_op(eg, "Neg", [v["x"]])
+    run(eg, list(rules.rewrites()))
+    (mul,) = [n for n in eg.nodes(neg) if n.op == "Mul"]
+    assert class_value(eg, mul.children[1]).dtype == np.float16
+
+
 def test_right_side_errors_reject_instead_of_raising() -> None:
     rules = compile_text("rule bad: Relu(x) => Reshape(x, reshape(shape(x), [5]))")
     eg, v = egraph(x=(2, 3))
