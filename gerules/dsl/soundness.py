@@ -40,10 +40,10 @@ from .values import EvalError, Tensor, truth
 
 log = logging.getLogger(__name__)
 
-MAX_INFER = 300
+MAX_INFER = 200
 MAX_COMBOS = 64  # operand typings tried per pattern op
 MAX_COMBOS_LATER = 8  # ... once some typing worked (later candidates are variations)
-GIVE_UP = 4  # candidate typings without any conclusive one: this rule is beyond the check
+GIVE_UP = 3  # candidate typings without any conclusive one: this rule is beyond the check
 ENOUGH = 3  # typings that passed every guard and agreed: stop looking
 BASE = (5, 4, 3, 2, 6, 7)  # dims from the right in the "aligned" strategy
 BASE_LEFT = (2, 3, 4, 5, 6, 7)  # dims from the left in the "left" strategy (Conv's N, C...)
@@ -172,13 +172,19 @@ class Soundness:
         schema = self.schema(call)
         slots = [self.known(arg, case) for arg in call.args]
         open_slots = [i for i, s in enumerate(slots) if s is _OPEN]
+        fixed_attrs = not self.type_dependent_attrs(call, case)
+        attrs: dict[str, Any] = {}
+        chosen: dict[str, Any] = {}
+        attrs_key = ""
         for combo in self.combos(call, open_slots, config):
             types = [s if s is _OPEN else s[0] for s in slots]
             for i, t in zip(open_slots, combo, strict=True):
                 types[i] = t
-            chosen: dict[str, Any] = {}
-            attrs = self.lhs_attrs(call, schema, case, types, chosen)
-            key = (id(call), tuple(types), repr(sorted(attrs.items())))
+            if not fixed_attrs or not attrs_key:
+                chosen = {}
+                attrs = self.lhs_attrs(call, schema, case, types, chosen)
+                attrs_key = repr(sorted(attrs.items()))
+            key = (id(call), tuple(types), attrs_key)
             if key in self.failed:
                 continue
             values = [s if s is _OPEN else s[1] for s in slots]
@@ -190,6 +196,12 @@ class Soundness:
             self.commit(call, types, values, out, case, attrs, schema, config)
             return
         raise Inconclusive(f"cannot type {call.qualified} with {config}")
+
+    def type_dependent_attrs(self, call: ast.OpCall, case: Case) -> bool:
+        """True when a new attribute variable's candidate depends on operand types."""
+        return any(isinstance(a, ast.AttrSet) and a.name == "perm"
+                   and isinstance(a.value, ast.Name) and a.value.name not in case.attr_vars
+                   for a in call.attrs)
 
     def known(self, arg: ast.Expr, case: Case) -> Any:
         """``(type, value)`` of an operand typed already, else ``_OPEN``."""
@@ -307,7 +319,8 @@ class Soundness:
         self.budget -= 1
         if self.budget < 0:
             raise Inconclusive("inference budget exhausted")
-        consts = [self.literal_array(a, t) for a, t in zip(call.args, types, strict=True)]
+        consts = [self.literal_array(a, t) if self.literal(a) is not None else None
+                  for a, t in zip(call.args, types, strict=True)]
         index = call.output or 0
         try:
             op_call = schema.call(attrs, index + 1)

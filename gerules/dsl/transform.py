@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from lark import Token, Transformer_NonRecursive
@@ -27,6 +28,63 @@ N = TypeVar("N", bound=Any)
 _ESCAPE = re.compile(r"\\(.)")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0"}
 _COMMENT_OR_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"|#[^\n]*')
+
+
+# Binding power per operator (Python's order); ``**`` is right-associative.
+BINARY = {"or": 1, "and": 2, "==": 4, "!=": 4, "<": 4, "<=": 4, ">": 4, ">=": 4, "in": 4,
+          "not in": 4, "+": 5, "-": 5, "*": 6, "/": 6, "//": 6, "%": 6, "**": 8}
+PREFIX = {"not": 3, "-": 7, "+": 7}
+COMPARISON = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Operator:
+    op: str
+    span: Span
+    prefix: bool = False
+
+
+def joined(a: Span, b: Span) -> Span:
+    return Span(a.file, a.line, a.col, b.end_line, b.end_col)
+
+
+class _Precedence:
+    """Precedence climbing over a flat ``[prefix*, atom, (op, prefix*, atom)*]`` list.
+
+    Recursion is bounded: the caller allows at most ``MAX_NESTING`` operators.
+    """
+
+    def __init__(self, items: list[Any], owner: ToAst) -> None:
+        self.items = items
+        self.pos = 0
+        self.owner = owner
+
+    def parse(self, min_bp: int) -> Any:
+        item = self.items[self.pos]
+        self.pos += 1
+        if isinstance(item, Operator):
+            operand = self.parse(2 * PREFIX[item.op])
+            left = self.owner.nested(
+                ast.Unary(item.op, operand, joined(item.span, operand.span)),  # type: ignore
+                operand)
+        else:
+            left = item
+        compared = False
+        while self.pos < len(self.items):
+            op = self.items[self.pos]
+            power = BINARY[op.op]
+            left_bp = 2 * power + (op.op == "**")
+            if left_bp < min_bp:
+                break
+            if power == COMPARISON and compared:
+                raise RuleError("comparisons cannot be chained; join them with 'and'",
+                                op.span)
+            self.pos += 1
+            right = self.parse(2 * power + (op.op != "**"))
+            left = self.owner.nested(ast.Binary(op.op, left, right,
+                                                joined(left.span, right.span)), left, right)
+            compared = power == COMPARISON
+        return left
 
 
 def clause_text(raw: str, keyword: str) -> str:
@@ -58,6 +116,7 @@ class ToAst(Transformer_NonRecursive):  # type: ignore[type-arg]
         self.file = file
         self.source = source
         self._depth: dict[int, int] = {}
+        self._prefixed: dict[int, Operator] = {}  # Unary built by ``operand`` -> its prefix
 
     # ------------------------------------------------------------ helpers
     def span(self, meta: Any) -> Span:
@@ -159,14 +218,40 @@ class ToAst(Transformer_NonRecursive):  # type: ignore[type-arg]
         return ast.Repeat(self.int_value(c[0]), c[1], self.span(meta))
 
     # ------------------------------------------------------------ expressions
-    def binary(self, meta: Any, c: list[Any]) -> ast.Binary:
-        return self.nested(ast.Binary(str(c[1]), c[0], c[2], self.span(meta)), c[0], c[2])
+    def prefix(self, meta: Any, c: list[Any]) -> Operator:
+        return Operator(str(c[0]), self.tspan(c[0]), prefix=True)
 
-    def not_in(self, meta: Any, c: list[Any]) -> ast.Binary:
-        return self.nested(ast.Binary("not in", c[0], c[3], self.span(meta)), c[0], c[3])
+    def binop(self, meta: Any, c: list[Any]) -> Operator:
+        return Operator(" ".join(str(t) for t in c), self.span(meta))
 
-    def unary(self, meta: Any, c: list[Any]) -> ast.Unary:
-        return self.nested(ast.Unary(str(c[0]), c[1], self.span(meta)), c[1])  # type: ignore
+    def operand(self, meta: Any, c: list[Any]) -> ast.Expr:
+        """Prefix operators on an atom, applied tightly (right for a standalone operand);
+        ``expr`` takes them apart again when binary operators need precedence."""
+        node = c[-1]
+        for op in reversed(c[:-1]):
+            node = self.nested(ast.Unary(op.op, node, joined(op.span, node.span)), node)
+            self._prefixed[id(node)] = op
+        return node  # type: ignore[no-any-return]
+
+    def paren(self, meta: Any, c: list[Any]) -> ast.Expr:
+        """``(e)``: its prefix operators stay with it, whatever operators surround it."""
+        self._prefixed.pop(id(c[0]), None)
+        return c[0]  # type: ignore[no-any-return]
+
+    def expr(self, meta: Any, c: list[Any]) -> ast.Expr:
+        items: list[Any] = []
+        for part in c:
+            if isinstance(part, Operator):
+                items.append(part)
+                continue
+            while id(part) in self._prefixed:
+                items.append(self._prefixed[id(part)])
+                part = part.operand
+            items.append(part)
+        if sum(isinstance(i, Operator) for i in items) > MAX_NESTING:
+            raise RuleError(f"expression nests deeper than {MAX_NESTING} levels",
+                            self.span(meta))
+        return _Precedence(items, self).parse(0)  # type: ignore[no-any-return]
 
     def index(self, meta: Any, c: list[Any]) -> ast.Index:
         return self.nested(ast.Index(c[0], c[1], self.span(meta)), c[0], c[1])
