@@ -91,20 +91,21 @@ class NpuCostModel:
                  outputs: Sequence[TensorType], call: Call) -> OpEstimate:
         """The estimate of one op; ``call.attrs`` are resolved (schema defaults applied)."""
         op = schema.qualified_op
+        unit = schema.unit_for(inputs, outputs)
         if op in FREE_OPS:
-            return OpEstimate(op, schema.unit, 0.0, 0, 0, "free")
+            return OpEstimate(op, unit, 0.0, 0, 0, "free")
         if op in VIEW_OPS:
-            return OpEstimate(op, schema.unit, self.profile.view_us, 0, 0, "view")
+            return OpEstimate(op, unit, self.profile.view_us, 0, 0, "view")
         moved = sum(_bytes(t) for t in inputs) + sum(_bytes(t) for t in outputs)
-        flops = self._flops(schema, inputs, outputs, call)
-        dtype = self._dtype(schema, inputs, outputs)
-        compute = flops / self.profile.peak_flops(schema.unit, dtype)
+        flops = 0 if unit == "scalar" else self._flops(schema, inputs, outputs, call)
+        dtype = self._dtype(unit, inputs, outputs)
+        compute = flops / self.profile.peak_flops(unit, dtype)
         memory = moved / self.profile.hbm_bytes_per_us
-        launch = self.profile.launch_us[schema.unit]
+        launch = self.profile.launch_us[unit]
         bound = "compute" if compute >= memory else "memory"
         if max(compute, memory) < 0.05 * launch:
             bound = "launch"
-        return OpEstimate(op, schema.unit, launch + max(compute, memory), flops, moved, bound)
+        return OpEstimate(op, unit, launch + max(compute, memory), flops, moved, bound)
 
     def _flops(self, schema: OpSchema, inputs: Sequence[TensorType | None],
                outputs: Sequence[TensorType], call: Call) -> int:
@@ -115,14 +116,12 @@ class NpuCostModel:
                 return max(0, int(schema.flops(static_in, static_out, call)))
             except (TypeError, ValueError, KeyError, IndexError):
                 pass
-        if schema.unit == "scalar":
-            return 0
         return sum(_numel(t) for t in static_out)
 
     @staticmethod
-    def _dtype(schema: OpSchema, inputs: Sequence[TensorType | None],
+    def _dtype(unit: str, inputs: Sequence[TensorType | None],
                outputs: Sequence[TensorType]) -> str:
-        if schema.unit == "cube":
+        if unit == "cube":
             first = next((t for t in inputs if t is not None), None)
             if first is not None:
                 return first.dtype

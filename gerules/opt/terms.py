@@ -169,11 +169,26 @@ class TermContext:
             return self._evaluate_proj(egraph, enode)
         if enode.has(OUTPUTS_ATTR):
             return None
+        folded = self._fold_types(egraph, enode)
+        if folded is not None:
+            return folded
         values = self._child_values(egraph, enode)
         if values is None:
             return None
         outs = self._run(enode, values, 1)
         return outs[0] if outs else None
+
+    def _fold_types(self, egraph: EGraph, enode: ENode) -> np.ndarray | None:
+        """Values that follow from the children's types alone (Shape of a static tensor)."""
+        schema = self.schema(enode.op)
+        if schema.fold_types is None:
+            return None
+        types = [_tensor_type(egraph.data(c, SHAPE)) for c in enode.children]
+        try:
+            out = schema.fold_types(types, self.call(enode, 1))
+        except (GeError, ValueError, TypeError, IndexError, KeyError):
+            return None
+        return np.asarray(out[0]) if out else None
 
     def _evaluate_proj(self, egraph: EGraph, enode: ENode) -> np.ndarray | None:
         index = int(enode.get("index"))

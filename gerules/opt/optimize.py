@@ -1,0 +1,253 @@
+"""``optimize``: a graph in, a cheaper equivalent graph for the NPU out, with a report.
+
+Pipeline: verify + infer shapes -> lower into an e-graph -> run the opt level's schedule from
+the rule library (``rules/pipeline.ger``) within the level's limits -> extract the cheapest graph
+under the NPU cost model (greedy DAG-aware; ILP at O3) -> raise it back to a Graph -> verify.
+
+Invariants:
+- O0 returns the verified input graph unchanged; O1..O3 never return a graph that fails
+  ``verify`` (raising instead) and never change graph input or output names, dtypes or order.
+- Limits are reported, never silent: the report records the limits in force and the stop
+  reason; a run cut short still extracts the best graph found so far (with a warning).
+- ``--target onnx`` forbids every non-ai.onnx op at extraction (infinite cost), so the result
+  runs in onnxruntime; ``--target npu`` allows the ``ge`` fused ops.
+- Rules and rulesets named in ``disabled`` never run; disabling ``fold`` also turns off the
+  constant-folding analysis. Unknown names are reported as warnings listing the valid names.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import Any
+
+from ..cost import DEFAULT_SOC, GraphEstimate, NpuCostModel
+from ..engine import Extraction, Limits, Repeat, Report, Ruleset, Runner, Saturate, Seq, extract
+from ..engine.schedule import Step
+from ..errors import UsageError
+from ..ir.graph import Graph
+from ..ir.registry import Registry, default_registry, suggest
+from ..ir.verify import verify
+from .costs import ExtractionCost, any_op, onnx_only
+from .lower import Lowered, lower
+from .provenance import Fusion, fusions
+from .raise_graph import raise_graph
+from .terms import TermContext
+
+log = logging.getLogger(__name__)
+
+LEVELS = ("O0", "O1", "O2", "O3")
+TARGETS = ("npu", "onnx")
+
+
+@dataclass(frozen=True, slots=True)
+class Level:
+    limits: Limits
+    extraction: str = "greedy"
+    ilp_seconds: float = 10.0
+
+
+LEVEL_SETTINGS: Mapping[str, Level] = {
+    "O1": Level(Limits(iterations=30, nodes=100_000, seconds=20.0)),
+    "O2": Level(Limits(iterations=40, nodes=150_000, seconds=30.0)),
+    "O3": Level(Limits(iterations=80, nodes=400_000, seconds=120.0), "ilp", 20.0),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class OptimizeOptions:
+    opt_level: str = "O2"
+    soc_version: str = DEFAULT_SOC
+    target: str = "npu"
+    disabled: frozenset[str] = frozenset()  # rule or ruleset names (fusion switch)
+    rule_paths: tuple[str, ...] | None = None  # None: the shipped library
+    limits: Limits | None = None  # None: the level's
+    extraction: str | None = None  # None: the level's ("greedy", "ilp", "tree")
+
+    def check(self) -> None:
+        if self.opt_level not in LEVELS:
+            raise UsageError(f"unknown opt level '{self.opt_level}'{suggest(self.opt_level, LEVELS)}"
+                             f"; choose one of {', '.join(LEVELS)}")
+        if self.target not in TARGETS:
+            raise UsageError(f"unknown target '{self.target}'; choose one of "
+                             f"{', '.join(TARGETS)}")
+
+
+@dataclass
+class OptimizeReport:
+    """What an optimization did (plain data; ``to_json`` for files)."""
+
+    level: str
+    target: str
+    soc: str
+    nodes_before: int
+    nodes_after: int
+    ops_before: dict[str, int]
+    ops_after: dict[str, int]
+    estimate_before: GraphEstimate
+    estimate_after: GraphEstimate
+    phases: dict[str, float] = field(default_factory=dict)
+    rules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    fusions: list[Fusion] = field(default_factory=list)
+    stop_reason: str = "not run"
+    iterations: int = 0
+    egraph_nodes: int = 0
+    egraph_classes: int = 0
+    limits: dict[str, float] = field(default_factory=dict)
+    extraction: dict[str, Any] = field(default_factory=dict)
+    disabled: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def rejected(self) -> dict[str, dict[str, int]]:
+        """Rule -> guard reason -> count: matched but not applied."""
+        return {r: s["rejected"] for r, s in self.rules.items() if s.get("rejected")}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "opt_level": self.level, "target": self.target, "soc_version": self.soc,
+            "nodes": {"before": self.nodes_before, "after": self.nodes_after},
+            "ops": {"before": self.ops_before, "after": self.ops_after},
+            "estimate": {"before": self.estimate_before.to_json(),
+                         "after": self.estimate_after.to_json()},
+            "phases_s": {k: round(v, 4) for k, v in self.phases.items()},
+            "rules": self.rules, "fusions": [f.to_json() for f in self.fusions],
+            "saturation": {"stop_reason": self.stop_reason, "iterations": self.iterations,
+                           "egraph_nodes": self.egraph_nodes,
+                           "egraph_classes": self.egraph_classes, "limits": self.limits},
+            "extraction": self.extraction, "disabled": self.disabled,
+            "warnings": self.warnings,
+        }
+
+
+@lru_cache(maxsize=8)
+def _library(paths: tuple[str, ...] | None) -> Any:
+    from ..dsl import load_compiled
+
+    return load_compiled(paths)
+
+
+def rule_library(paths: Iterable[str] | None = None) -> Any:
+    """The compiled rule library (cached per set of paths)."""
+    return _library(None if paths is None else tuple(str(p) for p in paths))
+
+
+def optimize(graph: Graph, options: OptimizeOptions | None = None,
+             registry: Registry | None = None) -> tuple[Graph, OptimizeReport]:
+    """Optimize ``graph``; returns the new graph and what was done."""
+    options = options or OptimizeOptions()
+    options.check()
+    registry = registry or default_registry()
+    phases: dict[str, float] = {}
+    clock = time.perf_counter()
+    graph = verify(graph, registry)
+    model = NpuCostModel(options.soc_version, registry)
+    before = model.graph(graph)
+    phases["verify"] = time.perf_counter() - clock
+    report = OptimizeReport(options.opt_level, options.target, model.profile.name,
+                            len(graph.nodes), len(graph.nodes), graph.op_counts(),
+                            graph.op_counts(), before, before, phases)
+    if options.opt_level == "O0":
+        return graph, report
+    result = _saturate_and_extract(graph, options, registry, model, report)
+    clock = time.perf_counter()
+    result = verify(result, registry)
+    phases["verify_result"] = time.perf_counter() - clock
+    report.nodes_after, report.ops_after = len(result.nodes), result.op_counts()
+    report.estimate_after = model.graph(result)
+    return result, report
+
+
+def _saturate_and_extract(graph: Graph, options: OptimizeOptions, registry: Registry,
+                          model: NpuCostModel, report: OptimizeReport) -> Graph:
+    phases = report.phases
+    clock = time.perf_counter()
+    library = rule_library(options.rule_paths)
+    schedule, known = _schedule(library, options.opt_level, options.disabled)
+    unknown = sorted(options.disabled - known - {"ALL"})
+    if unknown:
+        report.warnings.append(f"unknown rule or ruleset names switched off: "
+                               f"{', '.join(unknown)} (valid: rulesets "
+                               f"{', '.join(sorted(library.rulesets))} and rule names; see "
+                               "'ge-rewrite rules list')")
+    report.disabled = sorted(options.disabled & known)
+    phases["rules"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    fold = not ({"fold", "ALL"} & options.disabled)
+    ctx = TermContext(registry, graph.opset, {v.name: v.type for v in graph.inputs}, fold=fold)
+    low = lower(graph, ctx)
+    phases["lower"] = time.perf_counter() - clock
+    level = LEVEL_SETTINGS[options.opt_level]
+    limits = options.limits or level.limits
+    run = _run(low, schedule, limits)
+    phases["saturate"] = run.seconds
+    _record_run(report, run, limits)
+    clock = time.perf_counter()
+    ext = _extract(low, model, options, level)
+    phases["extract"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    result = raise_graph(graph, low, ext)
+    report.fusions = fusions(graph, low, ext, result, run.applications)
+    phases["raise"] = time.perf_counter() - clock
+    return result
+
+
+def _run(low: Lowered, schedule: Step | None, limits: Limits) -> Report:
+    runner = Runner(low.egraph, limits=limits)
+    return runner.run(schedule if schedule is not None else Seq())
+
+
+def _record_run(report: OptimizeReport, run: Report, limits: Limits) -> None:
+    report.stop_reason = run.stop_reason.value
+    report.iterations = len(run.iterations)
+    report.egraph_nodes, report.egraph_classes = run.nodes, run.classes
+    report.limits = {"iterations": limits.iterations, "nodes": limits.nodes,
+                     "seconds": limits.seconds}
+    report.rules = {name: {"matches": s.matches, "applied": s.applied,
+                           "rejected": dict(s.rejected), "bans": s.bans}
+                    for name, s in run.rules.items() if s.matches or s.applied}
+    if run.stop_reason.value in ("iteration limit", "node limit", "time limit"):
+        report.warnings.append(f"saturation stopped at its {run.stop_reason.value} "
+                               f"({limits.iterations} iterations, {limits.nodes} e-nodes, "
+                               f"{limits.seconds:g} s); the best graph found so far is used")
+
+
+def _extract(low: Lowered, model: NpuCostModel, options: OptimizeOptions, level: Level
+             ) -> Extraction:
+    allowed = onnx_only if options.target == "onnx" else any_op
+    cost = ExtractionCost(low.ctx, model, allowed)
+    method = options.extraction or level.extraction
+    return extract(low.egraph, list(low.roots.values()), cost, method=method,
+                   time_limit=level.ilp_seconds)
+
+
+def _schedule(library: Any, level: str, disabled: frozenset[str]) -> tuple[Step | None, set[str]]:
+    """The level's schedule with switched-off rules and rulesets removed; and all names."""
+    known = set(library.rulesets) | {r.name for r in library.rules}
+    schedule = library.schedules.get(level)
+    if schedule is None:
+        raise UsageError(f"the rule library has no schedule {level}")
+    if "ALL" in disabled:
+        return None, known
+    return _filter(schedule, disabled), known
+
+
+def _filter(step: Step, disabled: frozenset[str]) -> Step:
+    if isinstance(step, Ruleset):
+        if step.name in disabled:
+            return Ruleset(step.name, ())
+        keep = [r for r in step.rules if r.name.split("/")[0] not in disabled]
+        return step if len(keep) == len(step.rules) else Ruleset(step.name, keep)
+    if isinstance(step, Seq):
+        return Seq(*(_filter(s, disabled) for s in step.steps))
+    if isinstance(step, Repeat):
+        return Repeat(step.times, *(_filter(s, disabled) for s in step.body.steps))
+    if isinstance(step, Saturate):
+        return Saturate(*(_filter(s, disabled) for s in step.body.steps),
+                        max_iters=step.max_iters)
+    return step
+
+
+__all__ = ["LEVELS", "OptimizeOptions", "OptimizeReport", "optimize", "replace"]
