@@ -69,8 +69,9 @@ class OptimizeOptions:
 
     def check(self) -> None:
         if self.opt_level not in LEVELS:
-            raise UsageError(f"unknown opt level '{self.opt_level}'{suggest(self.opt_level, LEVELS)}"
-                             f"; choose one of {', '.join(LEVELS)}")
+            hint = suggest(self.opt_level, LEVELS)
+            raise UsageError(f"unknown opt level '{self.opt_level}'{hint}; choose one of "
+                             f"{', '.join(LEVELS)}")
         if self.target not in TARGETS:
             raise UsageError(f"unknown target '{self.target}'; choose one of "
                              f"{', '.join(TARGETS)}")
