@@ -13,15 +13,15 @@ Invariants:
 - Anything inconclusive (an op without inference for these inputs, a guard that random
   values do not satisfy, an evaluation error) is silently skipped: this check finds
   mistakes, the property-based verifier (issue 8) proves rules.
-- The work per rule is bounded (``MAX_INFER`` inference calls) and deterministic (a seeded
-  random generator), so checking a library stays fast and reproducible.
+- The work per rule is bounded (``MAX_INFER`` inference calls) and deterministic (fixed
+  pseudo-random values, see ``candidates``), so checking a library stays fast and repeatable.
+- A ``<=>`` rule is checked in its forward direction (type equality is symmetric).
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,9 +33,10 @@ from ..ir.registry import OpSchema, Registry
 from . import ast
 from .build import attr_value, input_constant
 from .builtins import CONSTANTS
+from .candidates import Config, configs, dims, pinned_ranks, random_value, topo_ops
 from .errors import RuleError
 from .evaluate import evaluate
-from .rulecheck import Scope, children
+from .rulecheck import Scope
 from .values import EvalError, Tensor, truth
 
 log = logging.getLogger(__name__)
@@ -45,10 +46,6 @@ MAX_COMBOS = 64  # operand typings tried per pattern op
 MAX_COMBOS_LATER = 8  # ... once some typing worked (later candidates are variations)
 GIVE_UP = 3  # candidate typings without any conclusive one: this rule is beyond the check
 ENOUGH = 3  # typings that passed every guard and agreed: stop looking
-BASE = (5, 4, 3, 2, 6, 7)  # dims from the right in the "aligned" strategy
-BASE_LEFT = (2, 3, 4, 5, 6, 7)  # dims from the left in the "left" strategy (Conv's N, C...)
-RANK_ORDERS = ((4, 3, 2, 1, 0), (2, 3, 4, 1, 0))
-DIM_STRATEGIES = ("left", "aligned", "square", "ones_first", "ones_rest")
 # Inference functions and kernels are run on synthetic operands here, so any exception they
 # raise only means "not these operands" (an op that rejects them should say so with a
 # GeError, but a NumPy RuntimeError must not turn a rule check into a crash).
@@ -57,13 +54,6 @@ _INFER_ERRORS = (Exception,)
 
 class Inconclusive(Exception):
     """This candidate cannot decide anything (an op does not infer, a guard is false...)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Config:
-    ranks: tuple[int, ...]
-    dims: str
-    shift: bool  # later operands prefer the next rank up (exposes broadcasting)
 
 
 @dataclass
@@ -93,18 +83,9 @@ class _Env:
         return self.case.resolved.get(binder, {}).get(attr)
 
 
-def configs() -> list[Config]:
-    """Candidate typings, the most telling first (different strategies early)."""
-    deep, shallow = RANK_ORDERS
-    return [Config(deep, "left", False), Config(deep, "aligned", True),
-            Config(deep, "ones_first", False), Config(shallow, "left", False),
-            Config(deep, "square", False), Config(deep, "ones_rest", False),
-            Config(shallow, "aligned", True)]
-
-
 def check_soundness(rule: ast.Rule, scope: Scope, registry: Registry) -> list[RuleError]:
     """``[error]`` when a witness shows the sides differ in type, else ``[]``."""
-    if rule.bidirectional or not isinstance(rule.lhs, ast.OpCall):
+    if not isinstance(rule.lhs, ast.OpCall):
         return []
     checker = Soundness(rule, scope, registry)
     try:
@@ -473,103 +454,3 @@ def differs(left: TensorType, right: TensorType | None, case: Case) -> str | Non
     witness = ", ".join(f"{k}: {v}" for k, v in list(case.var_types.items())[:4])
     return (f"rule is shape-unsound: the left side is {left} but the right side is {right} "
             f"(when {witness})")
-
-
-def dims(rank: int, strategy: str, k: int) -> tuple[int, ...]:
-    """Concrete dims for the ``k``-th open operand of an op under ``strategy``."""
-    aligned = tuple(BASE[rank - 1 - i] for i in range(rank))
-    if strategy == "square":
-        return (3,) * rank
-    if strategy == "left":
-        return BASE_LEFT[:rank]
-    if (strategy == "ones_first" and k == 0) or (strategy == "ones_rest" and k > 0):
-        return (1,) * rank
-    return aligned
-
-
-_POOL = np.random.default_rng(0).uniform(0.5, 1.5, 1 << 12).astype(np.float32)
-
-
-def random_value(t: TensorType) -> np.ndarray | None:
-    """Deterministic values in [0.5, 1.5) (ones for integers) of a static type."""
-    if not t.is_static:
-        return None
-    shape = tuple(int(d) for d in t.shape)  # type: ignore[union-attr]
-    if not t.dtype.startswith("float"):
-        return np.ones(shape, dtype=t.dtype)
-    n = math.prod(shape)
-    flat = _POOL[:n] if n <= _POOL.size else np.resize(_POOL, n)
-    return flat.reshape(shape).astype(t.dtype)
-
-
-def topo_ops(lhs: ast.Expr, binders: set[str]) -> list[ast.OpCall] | None:
-    """The pattern's ops, each after its operands and after nodes its names refer to."""
-    calls: list[ast.OpCall] = []
-    by_binder: dict[str, ast.OpCall] = {}
-    stack: list[ast.Expr] = [lhs]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, ast.OpCall):
-            calls.append(e)
-            if e.binder:
-                by_binder[e.binder] = e
-        stack.extend(children(e))
-    deps = {id(c): [a for a in c.args if isinstance(a, ast.OpCall)] +
-            [by_binder[a.name] for a in c.args if isinstance(a, ast.Name) and a.name in binders
-             and a.name in by_binder] for c in calls}
-    order: list[ast.OpCall] = []
-    state: dict[int, int] = {}
-    for c in calls:
-        if not _visit(c, deps, state, order):
-            return None
-    return order
-
-
-def _visit(c: ast.OpCall, deps: dict[int, list[ast.OpCall]], state: dict[int, int],
-           order: list[ast.OpCall]) -> bool:
-    """Iterative post-order DFS; ``False`` on a cycle."""
-    stack = [(c, iter(deps[id(c)]))]
-    if state.get(id(c)) == 2:
-        return True
-    state[id(c)] = 1
-    while stack:
-        node, it = stack[-1]
-        child = next(it, None)
-        if child is None:
-            stack.pop()
-            state[id(node)] = 2
-            order.append(node)
-        elif state.get(id(child)) == 1:
-            return False
-        elif state.get(id(child)) != 2:
-            state[id(child)] = 1
-            stack.append((child, iter(deps[id(child)])))
-    return True
-
-
-def pinned_ranks(rule: ast.Rule) -> dict[str, int]:
-    """Ranks fixed by guards: ``rank(v) == k`` and ``shape(v) == [..]``, through ``and``."""
-    out: dict[str, int] = {}
-    stack = [c.expr for c in rule.clauses if isinstance(c, ast.Where)]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, ast.Binary) and e.op == "and":
-            stack += [e.left, e.right]
-        elif isinstance(e, ast.Binary) and e.op == "==":
-            for a, b in ((e.left, e.right), (e.right, e.left)):
-                name, rank = _pin(a, b)
-                if name is not None:
-                    out.setdefault(name, rank)
-    return out
-
-
-def _pin(call: ast.Expr, value: ast.Expr) -> tuple[str | None, int]:
-    if not (isinstance(call, ast.Call) and len(call.args) == 1
-            and isinstance(call.args[0], ast.Name)):
-        return None, 0
-    name = call.args[0].name
-    if call.func == "rank" and isinstance(value, ast.Num) and isinstance(value.value, int):
-        return name, value.value
-    if call.func == "shape" and isinstance(value, ast.ListLit):
-        return name, len(value.items)
-    return None, 0

@@ -103,6 +103,7 @@ def test_sound_rules_pass(rule: str) -> None:
     ("rule r: ReduceSum(x, [0]) => x", "float32[1", "float32[2"),
     ("rule r: Cast(x) {to = f16} => x", "float16", "float32"),
     ("rule r: Shape(x) => shape(x)[1:]", "int64[", "int64["),
+    ("rule r: Neg(x) <=> Neg(Expand(x, [2, 1, 1, 1]))", "float32[", "float32["),
 ])
 def test_unsound_rules_are_reported_with_both_types(rule: str, left: str, right: str) -> None:
     (message,) = errors(rule)
