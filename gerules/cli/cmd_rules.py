@@ -79,10 +79,10 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def summary(f: RuleFile, checked: bool) -> str:
-    """``ok, 14 rules in 1 ruleset`` (or ``parsed`` when other files did not parse)."""
+    """``ok, 14 rules in 1 ruleset`` (``parsed, not checked`` when some file did not load)."""
     n = len(f.rules)
     m = len({d.name for d in f.items if isinstance(d, RulesetDecl)})
-    state = "ok" if checked else "parsed, not checked (other files have syntax errors)"
+    state = "ok" if checked else "parsed, not checked (fix the errors below first)"
     return f"{state}, {n} rule{'s' * (n != 1)} in {m} ruleset{'s' * (m != 1)}"
 
 

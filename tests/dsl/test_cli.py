@@ -54,8 +54,8 @@ def test_syntax_error_in_one_file_leaves_the_others_parsed(
     (tmp_path / "b.ger").write_text("ruleset b\nrule q: Identity(x) =>\n")
     code, out, err = run(capsys, "check", str(tmp_path))
     assert code == 1
-    assert out.splitlines() == [f"{tmp_path / 'a.ger'}: parsed, not checked (other files have "
-                                "syntax errors), 1 rule in 1 ruleset"]
+    assert out.splitlines() == [f"{tmp_path / 'a.ger'}: parsed, not checked (fix the errors "
+                                "below first), 1 rule in 1 ruleset"]
     assert err.startswith(f"{tmp_path / 'b.ger'}:2:23: unexpected end of file")
 
 
