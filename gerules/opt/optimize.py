@@ -51,9 +51,9 @@ class Level:
 
 
 LEVEL_SETTINGS: Mapping[str, Level] = {
-    "O1": Level(Limits(iterations=30, nodes=100_000, seconds=20.0)),
-    "O2": Level(Limits(iterations=40, nodes=150_000, seconds=30.0)),
-    "O3": Level(Limits(iterations=80, nodes=400_000, seconds=120.0), "ilp", 20.0),
+    "O1": Level(Limits(iterations=60, nodes=100_000, seconds=30.0)),
+    "O2": Level(Limits(iterations=120, nodes=200_000, seconds=60.0)),
+    "O3": Level(Limits(iterations=200, nodes=500_000, seconds=180.0), "ilp", 20.0),
 }
 
 
@@ -62,7 +62,8 @@ class OptimizeOptions:
     opt_level: str = "O2"
     soc_version: str = DEFAULT_SOC
     target: str = "npu"
-    disabled: frozenset[str] = frozenset()  # rule or ruleset names (fusion switch)
+    disabled: frozenset[str] = frozenset()  # rule or ruleset names (fusion switch); "ALL"
+    enabled: frozenset[str] = frozenset()  # names kept on although "ALL" is off
     rule_paths: tuple[str, ...] | None = None  # None: the shipped library
     limits: Limits | None = None  # None: the level's
     extraction: str | None = None  # None: the level's ("greedy", "ilp", "tree")
@@ -166,17 +167,18 @@ def _saturate_and_extract(graph: Graph, options: OptimizeOptions, registry: Regi
     phases = report.phases
     clock = time.perf_counter()
     library = rule_library(options.rule_paths)
-    schedule, known = _schedule(library, options.opt_level, options.disabled)
-    unknown = sorted(options.disabled - known - {"ALL"})
+    disabled = _expand_all(library, options.disabled, options.enabled)
+    schedule, known = _schedule(library, options.opt_level, disabled)
+    unknown = sorted((options.disabled | options.enabled) - known - {"ALL"})
     if unknown:
         report.warnings.append(f"unknown rule or ruleset names switched off: "
                                f"{', '.join(unknown)} (valid: rulesets "
                                f"{', '.join(sorted(library.rulesets))} and rule names; see "
                                "'ge-rewrite rules list')")
-    report.disabled = sorted(options.disabled & known)
+    report.disabled = sorted(options.disabled & (known | {"ALL"}))
     phases["rules"] = time.perf_counter() - clock
     clock = time.perf_counter()
-    fold = not ({"fold", "ALL"} & options.disabled)
+    fold = "fold" not in disabled
     ctx = TermContext(registry, graph.opset, {v.name: v.type for v in graph.inputs}, fold=fold)
     low = lower(graph, ctx)
     phases["lower"] = time.perf_counter() - clock
@@ -195,9 +197,8 @@ def _saturate_and_extract(graph: Graph, options: OptimizeOptions, registry: Regi
     return result
 
 
-def _run(low: Lowered, schedule: Step | None, limits: Limits) -> Report:
-    runner = Runner(low.egraph, limits=limits)
-    return runner.run(schedule if schedule is not None else Seq())
+def _run(low: Lowered, schedule: Step, limits: Limits) -> Report:
+    return Runner(low.egraph, limits=limits).run(schedule)
 
 
 def _record_run(report: OptimizeReport, run: Report, limits: Limits) -> None:
@@ -224,15 +225,24 @@ def _extract(low: Lowered, model: NpuCostModel, options: OptimizeOptions, level:
                    time_limit=level.ilp_seconds)
 
 
-def _schedule(library: Any, level: str, disabled: frozenset[str]) -> tuple[Step | None, set[str]]:
+def _schedule(library: Any, level: str, disabled: frozenset[str]) -> tuple[Step, set[str]]:
     """The level's schedule with switched-off rules and rulesets removed; and all names."""
     known = set(library.rulesets) | {r.name for r in library.rules}
     schedule = library.schedules.get(level)
     if schedule is None:
         raise UsageError(f"the rule library has no schedule {level}")
-    if "ALL" in disabled:
-        return None, known
     return _filter(schedule, disabled), known
+
+
+def _expand_all(library: Any, disabled: frozenset[str], enabled: frozenset[str]
+                ) -> frozenset[str]:
+    """``ALL`` off means every rule and ruleset off except those named in ``enabled``."""
+    if "ALL" not in disabled:
+        return disabled - enabled
+    off = {r.name for r in library.rules if r.name not in enabled and r.ruleset not in enabled}
+    if "fold" not in enabled:
+        off.add("fold")  # the constant-folding analysis belongs to the fold ruleset
+    return frozenset(off)
 
 
 def _filter(step: Step, disabled: frozenset[str]) -> Step:

@@ -134,3 +134,10 @@ def test_bad_options_are_usage_errors(bad: dict[str, str]) -> None:
     _, graph = _load("cnn")
     with pytest.raises(UsageError):
         optimize(graph, OptimizeOptions(**bad))
+
+
+def test_all_off_but_one_rule_on() -> None:
+    _, graph = _load("cnn")
+    out, _ = optimize(graph, OptimizeOptions(target="onnx", disabled=frozenset({"ALL"}),
+                                             enabled=frozenset({"fold_conv_bn"})))
+    assert "BatchNormalization" not in out.op_counts()
