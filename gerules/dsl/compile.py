@@ -21,6 +21,7 @@ Invariants:
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -57,6 +58,8 @@ from .evaluate import evaluate
 from .loader import RuleLibrary
 from .rulecheck import RuleChecker
 from .values import EvalError, truth
+
+log = logging.getLogger(__name__)
 
 RHS = "#rhs"  # the prepared right side in a substitution (a name no rule can write)
 
@@ -164,6 +167,8 @@ class Where:
             ok = truth(evaluate(self.expr, MatchEnv(egraph, subst, self.tensors)))
         except EvalError as e:
             return Reject(f"{self.reason} ({e})")
+        except Exception as e:  # noqa: BLE001 - a match must never stop the optimizer
+            return unexpected(self.reason, e)
         return subst if ok else Reject(self.reason)
 
 
@@ -177,6 +182,8 @@ class LetValue:
             value = evaluate(self.expr, MatchEnv(egraph, subst, self.tensors))
         except EvalError as e:
             return Reject(f"let {self.text} ({e})")
+        except Exception as e:  # noqa: BLE001
+            return unexpected(f"let {self.text}", e)
         return subst.extend(self.name, value)
 
 
@@ -190,7 +197,15 @@ class Prepare:
             prepared = self.builder.prepare(egraph, root, env, lambda n: int(subst[n]))
         except PrepareError as e:
             return Reject(f"right side: {e}")
+        except Exception as e:  # noqa: BLE001
+            return unexpected("right side", e)
         return subst.extend(RHS, prepared)
+
+
+def unexpected(what: str, error: Exception) -> Reject:
+    """A failure that is not the rule's doing (a bug, a kernel error): rejected and logged."""
+    log.warning("%s failed unexpectedly: %s: %s", what, type(error).__name__, error)
+    return Reject(f"{what} (unexpected {type(error).__name__}: {error})")
 
 
 def _emit(egraph: EGraph, root: int, subst: Subst) -> tuple[int, ...]:

@@ -212,3 +212,21 @@ def test_schedules_become_engine_steps(library: CompiledRules) -> None:
     assert isinstance(library.rulesets["simplify"], Ruleset)
     assert library.contract("tanh_gelu_as_erf_gelu").atol == 1e-3
     assert library.rule("fold_conv_bn").span.file.endswith("fuse_conv.ger")
+
+
+def test_unexpected_failures_reject_and_never_stop_the_run(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    from gerules.dsl.builtins import FUNCTIONS
+
+    def boom(x: object) -> int:
+        raise RuntimeError("kernel exploded")
+
+    monkeypatch.setitem(FUNCTIONS, "rank", dataclasses.replace(FUNCTIONS["rank"], fn=boom))
+    rules = compile_text("rule r: Relu(x) where rank(x) == 2 => Relu(Relu(x))")
+    eg, v = egraph(x=(2, 3))
+    add_op(eg, "Relu", [v["x"]])
+    report = run(eg, list(rules.rewrites()))
+    assert report.rules["r"].rejected == {
+        "rank(x) == 2 (unexpected RuntimeError: kernel exploded)": 1}
