@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .values import MAX_ELEMENTS, DType, EvalError, Tensor, kind, same, to_array
+from .values import MAX_ELEMENTS, DType, EvalError, Tensor, kernel, kind, same, to_array
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,31 +139,37 @@ def reshape(v: Any, shape: Any) -> np.ndarray:
 
 def sqrt(v: Any) -> Any:
     """Square root, elementwise."""
-    return _unary_math(np.sqrt, v)
+    return _unary_math(math.sqrt, "Sqrt", v)
 
 
 def exp(v: Any) -> Any:
     """e to the power v, elementwise."""
-    return _unary_math(np.exp, v)
+    return _unary_math(math.exp, "Exp", v)
 
 
 def log(v: Any) -> Any:
     """Natural logarithm, elementwise."""
-    return _unary_math(np.log, v)
+    return _unary_math(math.log, "Log", v)
 
 
 def abs_(v: Any) -> Any:
     """Absolute value, elementwise."""
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         return abs(v)
-    return np.abs(to_array(v))
+    return kernel("Abs", to_array(v))
 
 
-def _unary_math(fn: Callable[[Any], Any], v: Any) -> Any:
-    with np.errstate(all="ignore"):
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            return float(fn(float(v)))
-        return fn(to_array(v))
+def _unary_math(scalar: Callable[[float], float], op: str, v: Any) -> Any:
+    """Python's math on a plain number (nan outside the domain), else the registry's kernel."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        try:
+            return scalar(float(v))
+        except OverflowError:
+            return math.inf
+        except ValueError:  # outside the domain: what the kernel gives (log(0) = -inf)
+            return -math.inf if op == "Log" and v == 0 else math.nan
+    a = to_array(v)
+    return kernel(op, a if a.dtype.kind == "f" else a.astype(np.float64))
 
 
 def all_(v: Any) -> bool:

@@ -5,7 +5,9 @@ shapes, attribute lists), NumPy arrays, ``DType`` and ``Tensor`` (a pattern vari
 type of its e-class and its constant value when known).
 
 Invariants:
-- Arithmetic is NumPy's, elementwise; tuples and tensors become arrays first. ``==`` and
+- Arithmetic on arrays runs the op registry's kernels (Add, Sub, Mul, Div, Pow, Neg and the
+  unary math built-ins), elementwise; tuples and tensors become arrays first; on two plain
+  numbers it is Python's. ``==`` and
   ``!=`` between two non-array values compare whole values (``shape(a) == shape(b)`` is a
   bool); with an array on either side they are elementwise. An element type equals its
   ONNX code (``f32 == 1``), so Cast's ``to`` attribute compares with ``f32``.
@@ -25,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import GeError
 from ..ir.dtypes import ONNX_CODES
 from ..ir.graph import TensorType
 
@@ -151,7 +154,9 @@ ORDERING: dict[str, Callable[[Any, Any], Any]] = {
 
 
 def arithmetic(op: str, a: Any, b: Any) -> Any:
-    """``a op b`` on scalars in Python, on anything else elementwise in NumPy."""
+    """``a op b``: Python's on two scalars; otherwise the op registry's kernel (``+`` Add,
+    ``-`` Sub, ``*`` Mul, ``/`` Div, ``**`` Pow), so a folded constant is computed exactly as
+    the graph node it replaces would compute it. ``//`` and ``%`` on arrays are NumPy's."""
     fn = ARITHMETIC[op]
     if _scalar(a) and _scalar(b):
         try:
@@ -162,19 +167,45 @@ def arithmetic(op: str, a: Any, b: Any) -> Any:
     check_size(np.shape(x), np.shape(y))
     if op == "**" and np.asarray(x).dtype.kind in "iu" and np.any(np.asarray(y) < 0):
         raise EvalError("integers cannot be raised to negative powers")
+    if op in KERNELS:
+        return kernel(KERNELS[op], *same_dtype(x, y, keep_second=op == "**"))
     with np.errstate(all="ignore"):
         return fn(x, y)
 
 
+KERNELS = {"+": "Add", "-": "Sub", "*": "Mul", "/": "Div", "**": "Pow"}
+
+
+def same_dtype(x: Any, y: Any, keep_second: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Both operands as arrays of one dtype, NumPy's promotion with Python scalars weak
+    (``f32 array + 1e-5`` stays f32; ``i64 array * 0.5`` becomes f64)."""
+    target = np.result_type(x, y)
+    xa = np.asarray(x, dtype=target)
+    ya = np.asarray(y) if keep_second and not _scalar(y) else np.asarray(y, dtype=target)
+    return xa, ya
+
+
+def kernel(op: str, *inputs: np.ndarray) -> np.ndarray:
+    """The registry's NumPy kernel of ai.onnx ``op`` on ``inputs`` (no attributes)."""
+    from ..ir.registry import default_registry
+
+    schema = default_registry().get(op)
+    try:
+        with np.errstate(all="ignore"):
+            return np.asarray(schema.kernel(list(inputs), schema.call({}))[0])
+    except (GeError, ValueError, TypeError) as e:
+        raise EvalError(f"{op}: {e}") from None
+
+
 def _operand(value: Any) -> Any:
-    """Python scalars stay scalars, so NumPy keeps the array's dtype (``f32 + 1e-5``)."""
+    """Python scalars stay scalars (weak in dtype promotion); anything else an array."""
     return value if _scalar(value) else to_array(value)
 
 
 def negate(value: Any) -> Any:
     if _scalar(value):
         return check_int(-value)
-    return -to_array(value)
+    return kernel("Neg", to_array(value))
 
 
 def equal(a: Any, b: Any) -> Any:

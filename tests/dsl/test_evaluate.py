@@ -142,3 +142,26 @@ def test_rules_md_documents_every_builtin() -> None:
         assert f"| `{b.signature}` | {b.doc} |" in doc, b.name
     for name in CONSTANTS:
         assert name in doc
+
+
+def test_array_arithmetic_runs_the_registry_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gerules.ir.registry import default_registry
+
+    seen: list[str] = []
+    registry = default_registry()
+    real_get = registry.get
+
+    def spy(op: str, domain: str = "", version: int | None = None) -> Any:
+        seen.append(op)
+        return real_get(op, domain, version)
+
+    monkeypatch.setattr(registry, "get", spy)
+    ev("w * bcast(g / sqrt(g + 1e-5), rank(w), axis=0) - w ** 2")
+    assert {"Mul", "Div", "Sqrt", "Add", "Sub", "Pow"} <= set(seen)
+    seen.clear()
+    assert ev("2 * 3 + 1") == 7 and seen == []  # plain numbers stay Python's
+
+
+def test_integer_arrays_promote_with_float_scalars() -> None:
+    assert ev("shape(w) * 0.5").dtype == np.float64
+    assert ev("iota(3) + 1").dtype == np.int64
