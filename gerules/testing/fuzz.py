@@ -1,0 +1,126 @@
+"""Fuzz targets: what ``ge-rewrite`` does with a file, as one function of the file's bytes.
+
+Each target runs the same library steps as the CLI command and must only ever raise a
+``GeError`` (a clean refusal) or return; anything else is a bug. Run them inside a
+``gerules.testing.sandbox.Sandbox`` so hangs and unbounded memory are caught too.
+
+- ``onnx_target(data)``: ``ge-rewrite run`` then ``compile`` on a model file: load, random
+  inputs within ``MAX_BYTES``, run with the reference executor, plan and write a ``.om``,
+  load that and run it in its arena.
+- ``om_target(data)``: ``ge-rewrite inspect`` and ``run`` on a ``.om`` file.
+- ``rules_target(text)``: ``ge-rewrite rules check``: parse, check (with soundness), compile.
+
+Invariants:
+- Targets write only inside a private temporary folder per case (the file under test and
+  the ``.om`` they compile), removed before they return or raise.
+- Steps that would need more than ``MAX_BYTES`` per tensor (a mutated dim of 2**40) are
+  refused by our own budget checks, so a target never allocates on the file's say-so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..ir.graph import Graph, Value
+
+MAX_BYTES = 16 << 20
+MAX_NODES = 400
+
+
+@contextlib.contextmanager
+def scratch(name: str, data: bytes) -> Iterator[Path]:
+    """``data`` written to ``name`` in a fresh private folder, removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="gerules-fuzz-") as folder:
+        path = Path(folder) / name
+        path.write_bytes(data)
+        yield path
+
+
+def onnx_target(data: bytes) -> None:
+    """Load, run, compile and run the compiled model (see the module docstring)."""
+    from ..build import build_om
+    from ..cli import feeds
+    from ..onnx_io import load_model
+    from ..runtime.executor import Executor
+
+    with scratch("model.onnx", data) as path:
+        graph = load_model(path, max_bytes=MAX_BYTES)
+        if len(graph.nodes) > MAX_NODES:
+            return
+        required = [v for v in graph.inputs if v.name not in graph.initializers]
+        shapes = feeds.concrete_shapes(required, {})
+        inputs = feeds.random_feeds(required, shapes, 0, MAX_BYTES)
+        _check_sizes(graph)
+        with np.errstate(all="ignore"):
+            Executor(graph).run(inputs)
+            dims = _dims(required, shapes)
+            build_om(graph, path.with_suffix(".om"), dims=[dims] if dims else ({},))
+            _run_om(path.with_suffix(".om"))
+
+
+def _dims(inputs: Sequence[Value], shapes: dict[str, tuple[int, ...]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in inputs:
+        for d, n in zip(v.shape or (), shapes[v.name], strict=False):
+            if isinstance(d, str):
+                out.setdefault(d, n)
+    return out
+
+
+def _check_sizes(graph: Graph) -> None:
+    """Refuse (as ``ResourceLimit``) graphs whose inferred tensors exceed ``MAX_BYTES``: the
+    executor would allocate them; the fuzzer wants the loader's checks, not a slow run."""
+    from ..errors import ResourceLimit
+
+    for v in graph.value_info.values():
+        n = v.type.nbytes()
+        if n is not None and n > MAX_BYTES:
+            raise ResourceLimit(f"fuzz budget: {n} bytes", tensor=v.name)
+
+
+def _run_om(path: Path) -> None:
+    from ..cli import feeds
+    from ..runtime.model import Model
+
+    with Model.load(path) as model:
+        inputs = [Value.of(d.name, d.dtype, d.shape) for d in model.inputs]
+        shapes = feeds.concrete_shapes(inputs, {})
+        with np.errstate(all="ignore"):
+            model.run(feeds.random_feeds(inputs, shapes, 0, MAX_BYTES))
+
+
+def om_target(data: bytes) -> None:
+    """``inspect`` (every check, MODEL_DEF and REPORT decoded) then ``run``."""
+    from ..om.reader import OmFile
+
+    with scratch("model.om", data) as path:
+        with OmFile(path) as om:
+            om.report()
+            om.raw_model_def()
+        _run_om(path)
+
+
+def rules_target(text: str) -> None:
+    """Parse, check (with the soundness check) and compile one rule file's text."""
+    from ..dsl import RuleLibrary, check_library, parse_text
+    from ..dsl.compile import compile_library
+    from ..dsl.errors import raise_errors
+
+    lib = RuleLibrary((parse_text(text, "fuzz.ger"),))
+    raise_errors(check_library(lib, soundness=True))
+    compile_library(lib)
+
+
+def ger_bytes_target(data: bytes) -> None:
+    """The rule loader on raw bytes (non-UTF-8, BOMs, NULs) through a real file."""
+    from ..dsl import parse_library
+    from ..dsl.errors import raise_errors
+
+    with scratch("fuzz.ger", data) as path:
+        lib = parse_library([path])
+        raise_errors(list(lib.errors))
