@@ -1,6 +1,8 @@
 """Parse, check and compile a `.ger` rules folder; time each stage against the 0.5 s budget.
 
-Stages (median of ``--repeat`` runs, each on fresh parses): parse (Lark LALR + AST),
+Stages (each run on fresh parses; the best of ``--repeat`` runs is the figure, as ``timeit``
+does, because other processes on a shared machine only ever add time; the median is shown
+beside it): parse (Lark LALR + AST),
 check (names, ops, arity, attributes, scoping), soundness (shape/dtype witnesses), compile
 (engine rewrites). The one-time process cost (imports, grammar tables, op registry) is
 reported apart. The peer is egglog's Rust front end parsing and type-checking a program
@@ -103,7 +105,7 @@ def egglog_seconds(rules: int, ops: float, repeat: int) -> float | None:
         eg = bindings.EGraph()
         eg.run_program(*eg.parse_program(text))
 
-    return statistics.median(timed(run)[0] for _ in range(repeat))
+    return min(timed(run)[0] for _ in range(repeat))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,22 +119,27 @@ def main(argv: list[str] | None = None) -> int:
     runs = [one_run(path) for _ in range(args.repeat)]
     stages = ("parse", "check", "soundness", "compile")
     median = {s: statistics.median(r[s] for r in runs) for s in stages}
-    total = median["parse"] + median["check"] + median["soundness"]
+    best = {s: min(r[s] for r in runs) for s in stages}
+    totals = [r["parse"] + r["check"] + r["soundness"] for r in runs]
+    total, total_median = min(totals), statistics.median(totals)
     n, ops = runs[0]["rules"], runs[0]["ops_per_rule"]
     peer = egglog_seconds(int(n), ops, args.repeat)
     print(f"rules: {path} ({runs[0]['files']:.0f} files, {n:.0f} rules, {ops:.1f} ops/rule)")
     print(f"startup (imports, grammar, registry; once per process): {cold * 1e3:7.1f} ms")
     for s in stages:
-        print(f"{s:>10}: {median[s] * 1e3:7.1f} ms  ({median[s] * 1e3 / max(n, 1):.2f} ms/rule)")
-    print(f"parse + check + soundness: {total * 1e3:.1f} ms = {total / BUDGET_S:.2f} x the "
-          f"{BUDGET_S * 1e3:.0f} ms budget")
+        print(f"{s:>10}: {best[s] * 1e3:7.1f} ms  ({best[s] * 1e3 / max(n, 1):.2f} ms/rule; "
+              f"median {median[s] * 1e3:.1f} ms)")
+    print(f"parse + check + soundness: {total * 1e3:.1f} ms (median {total_median * 1e3:.1f}) "
+          f"= {total / BUDGET_S:.2f} x the {BUDGET_S * 1e3:.0f} ms budget")
     if peer is not None:
         print(f"egglog (Rust) parse + typecheck of {n:.0f} size-matched rewrites: "
               f"{peer * 1e3:.1f} ms; ours / egglog = {total / peer:.0f}x")
     if args.json:
         figures = {"path": str(path), "rules": n, "ops_per_rule": ops, "startup_s": cold,
-                   **{f"{s}_s": median[s] for s in stages}, "total_s": total,
-                   "budget_ratio": total / BUDGET_S, "egglog_s": peer}
+                   **{f"{s}_s": best[s] for s in stages},
+                   **{f"{s}_median_s": median[s] for s in stages}, "total_s": total,
+                   "total_median_s": total_median, "budget_ratio": total / BUDGET_S,
+                   "egglog_s": peer}
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0 if total < BUDGET_S else 1
 

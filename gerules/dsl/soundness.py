@@ -110,6 +110,7 @@ class Soundness:
         self._options: dict[tuple[Any, ...], list[TensorType]] = {}
         # (rank order, operand) -> the rank that typed the operand under that order before
         self.preferred: dict[tuple[Any, Any], int] = {}
+        self.searched: set[tuple[Any, int]] = set()  # (rank order, op) searched in full once
 
     def run(self) -> str | None:
         if self.order is None:
@@ -217,7 +218,9 @@ class Soundness:
                                   itertools.product(*(range(n) for n in nfloat)),
                                   itertools.product(*(range(len(o)) for o in options)))
         seen: set[tuple[int, ...]] = set()
-        tried = any(ranks == config.ranks for ranks, _ in self.preferred)
+        tried = (config.ranks, id(call)) in self.searched or any(
+            ranks == config.ranks for ranks, _ in self.preferred)
+        self.searched.add((config.ranks, id(call)))
         limit = MAX_COMBOS_LATER if tried else MAX_COMBOS
         for idx in indices:
             if len(seen) >= limit:
