@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gerules.dsl import RuleError, contract_of, load_rules, parse_library
+from gerules.dsl import RuleError, compile_library, contract_of, load_rules, parse_library
 from gerules.dsl.source import MAX_BYTES, MAX_NESTING
 
 from .conftest import BAD, GOOD, expected_message
@@ -17,10 +17,13 @@ BAD_FILES = sorted(BAD.glob("*.ger"))
 
 
 @pytest.mark.parametrize("path", GOOD_FILES, ids=lambda p: p.name)
-def test_good_file_loads(path: Path) -> None:
+def test_good_file_loads_and_compiles(path: Path) -> None:
     lib = load_rules([path])
     assert not lib.errors
     assert all(r.ruleset for r in lib.rules)
+    compiled = compile_library(lib)
+    assert [r.name for r in compiled.rules] == [r.name for r in lib.rules]
+    assert all(rw.name.startswith(r.name) for r in compiled.rules for rw in r.rewrites)
 
 
 def test_good_folder_is_one_library() -> None:
