@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from ..ir.registry import Registry
 from .ast import Rule, RuleFile, Span
@@ -22,6 +23,9 @@ from .contract import Contract, contract_of
 from .errors import RuleError, RuleErrors, raise_errors
 from .loader import RuleLibrary, parse_library, parse_shipped
 from .parser import parse_text
+
+if TYPE_CHECKING:  # imported lazily at run time (see __getattr__)
+    from .compile import CompiledRule, CompiledRules, compile_library, load_compiled
 
 __all__ = [
     "CompiledRule", "CompiledRules", "Contract", "Rule", "RuleError", "RuleErrors", "RuleFile",
