@@ -62,6 +62,7 @@ class _Precedence:
     def parse(self, min_bp: int) -> Any:
         item = self.items[self.pos]
         self.pos += 1
+        left: Any
         if isinstance(item, Operator):
             operand = self.parse(2 * PREFIX[item.op])
             left = self.owner.nested(
