@@ -15,6 +15,7 @@ import argparse
 import importlib
 import logging
 import os
+import shlex
 import sys
 import traceback
 from collections.abc import Sequence
@@ -24,7 +25,7 @@ from ..errors import GeError
 PROG = "ge-rewrite"
 
 # Subcommand modules, in the order ``--help`` lists them.
-COMMANDS: tuple[str, ...] = ("compile", "run", "inspect", "rules")
+COMMANDS: tuple[str, ...] = ("compile", "optimize", "run", "inspect", "rules")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,7 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    raw = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(raw)
+    args.command_line = shlex.join([PROG, *raw])  # recorded verbatim in what we write
     if args.log != "null":
         logging.basicConfig(level=args.log.upper(), format=f"{PROG}: %(levelname)s: %(message)s")
     if not getattr(args, "func", None):

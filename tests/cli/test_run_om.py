@@ -17,7 +17,7 @@ def _table(text: str) -> dict[str, list[str]]:
     return {r[0]: r[1:] for r in rows}
 
 
-def test_om_and_onnx_print_the_same_checksums(tmp_path: Path,
+def test_om_and_onnx_print_the_same_outputs(tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     model = tmp_path / "cnn.onnx"
     onnx.save(cnn().model, model)
@@ -28,7 +28,9 @@ def test_om_and_onnx_print_the_same_checksums(tmp_path: Path,
     om = _table(capsys.readouterr().out)
     assert main(["run", str(model), "--seed", "3", "--input-shape", "input:2,3,16,16"]) == 0
     onnx_rows = _table(capsys.readouterr().out)
-    assert om["logits"][0] == "[2," and om == onnx_rows
+    assert om["logits"][:3] == onnx_rows["logits"][:3] == ["[2,", "10]", "float32"]
+    # the .om holds the optimized graph: equal sums up to float rounding
+    assert abs(float(om["logits"][3]) - float(onnx_rows["logits"][3])) < 1e-4
 
 
 def test_om_outputs_can_be_saved(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
