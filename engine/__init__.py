@@ -2,10 +2,11 @@
 
 egg's structure, one job per module: ``unionfind``, ``enode``, ``egraph`` (hashcons, classes,
 op index, deferred rebuild), ``analysis`` (make/merge/modify plug-ins: shape, constant),
-``pattern`` (compiled e-matching), ``rewrite`` (searcher, conditions, applier), ``schedule`` and
-``scheduler`` (rulesets, Seq/Repeat/Saturate, backoff), ``runner`` and ``report`` (limits, stop
-reasons, per-rule counts, provenance), ``extract`` and ``ilp`` (DAG-aware extraction),
-``explain`` (proof forest), ``sexpr`` (a small text syntax for patterns and terms).
+``pattern`` (the pattern language), ``machine`` (patterns compiled to search code),
+``rewrite`` (searcher, conditions, applier), ``schedule`` and ``scheduler`` (rulesets,
+Seq/Repeat/Saturate, backoff), ``runner`` and ``report`` (limits, stop reasons, per-rule counts,
+provenance), ``extract`` and ``ilp`` (DAG-aware extraction), ``explain`` (proof forest),
+``sexpr`` (a small text syntax for patterns and terms), ``pause`` (GC pausing).
 
 Type-check with ``mypy --strict``: ``cd /work/main && /root/venv/bin/mypy -p gerules.engine``
 (the installed package maps ``gerules.engine`` to this folder; ``tests/engine/test_typing.py``
@@ -27,7 +28,8 @@ from .errors import (
 )
 from .explain import Explanation, Step
 from .extract import CostFunction, Extraction, ast_size, extract
-from .pattern import WILDCARD, AttrVar, Layout, Pattern, PatternNode, POp, Subst, Var, Wildcard
+from .machine import Pattern
+from .pattern import WILDCARD, AttrVar, Layout, PatternNode, POp, Subst, Var, Wildcard
 from .report import Application, Iteration, Limits, Report, RuleStats, StopReason
 from .rewrite import Guard, Let, PatternApplier, Reject, Rewrite, birewrite, rewrite
 from .runner import Runner

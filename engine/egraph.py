@@ -21,7 +21,7 @@ Invariants (``check_invariants`` verifies them whenever ``is_clean``):
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -217,7 +217,17 @@ class EGraph:
         found = self._memo.get(node)
         if found is None:
             return self._add_new(node)
-        return found if parents[found] == found else self._uf.find(found)
+        if parents[found] == found:
+            return found
+        root = parents[found]
+        return root if parents[root] == root else self._uf.find(found)
+
+    def hot_path(self) -> tuple[list[int], Callable[[ENode], int | None], Callable[[int], int],
+                                Callable[[ENode], int], Callable[[int, int, str], bool]]:
+        """For generated appliers: (union-find parents, hashcons ``get``, ``find``, add-new,
+        ``union``). Add-new takes a canonical node that is not in the hashcons. Valid until the
+        next ``rebuild`` (which may replace the hashcons)."""
+        return self._uf.parents, self._memo.get, self._uf.find, self._add_new, self.union
 
     def _add_new(self, node: ENode) -> int:
         cid = self._uf.make_set()

@@ -84,19 +84,29 @@ class ProofForest:
         return new
 
     def union(self, a: int, b: int, reason: str) -> None:
-        """Record that ``a`` and ``b`` (in different trees) were made equal by ``reason``."""
-        self._reroot(a)
-        self._parent[a] = b
-        self._reason[a] = reason
+        """Record that ``a`` and ``b`` (in different trees) were made equal by ``reason``.
+
+        The endpoint nearer to its root is re-rooted and linked under the other, so the cost is
+        twice the shorter of the two depths."""
+        parent, near, far = self._parent, a, b
+        while parent[near] != near and parent[far] != far:
+            near, far = parent[near], parent[far]
+        source, target = (a, b) if parent[near] == near else (b, a)
+        self._reroot(source)
+        parent[source] = target
+        self._reason[source] = reason
 
     def _reroot(self, x: int) -> None:
-        """Reverse the path from ``x`` to its root so that ``x`` becomes the root."""
-        path = self._path(x)
-        reasons = [self._reason[node] for node in path]
-        for i in range(len(path) - 1):
-            self._parent[path[i + 1]] = path[i]
-            self._reason[path[i + 1]] = reasons[i]
-        self._parent[x], self._reason[x] = x, ""
+        """Reverse the path from ``x`` to its root in place, so that ``x`` becomes the root."""
+        parent, why = self._parent, self._reason
+        node, nxt, label = x, parent[x], why[x]
+        parent[x], why[x] = x, ""
+        while nxt != node:
+            after, after_label = parent[nxt], why[nxt]
+            parent[nxt], why[nxt] = node, label
+            if after == nxt:
+                break
+            node, nxt, label = nxt, after, after_label
 
     def _path(self, x: int) -> list[int]:
         path = [x]

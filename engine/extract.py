@@ -7,7 +7,9 @@ nodes' local costs over the classes reachable from the roots, each class paid on
 Methods:
 - ``"greedy"`` (default): extraction-gym's faster-greedy-dag. A candidate node's cost is the sum
   over the *union* of its children's class sets, so shared classes count once. Sets are Python
-  ints used as bitsets; disjoint and nested unions are summed without looking at bits.
+  ints used as bitsets; disjoint and nested unions are summed without looking at bits, partial
+  overlaps exactly (a masked sum) up to ``EXACT_LIMIT`` classes and estimated from bit counts
+  above it (the returned ``cost`` is always exact).
 - ``"tree"``: egg's classic bottom-up extractor (a shared class is paid per use).
 - ``"ilp"``: an exact ILP (``engine.ilp``) with a time limit, never worse than greedy.
 
@@ -33,6 +35,7 @@ import numpy as np
 
 from .enode import ENode
 from .errors import EngineError, ExtractionError
+from .pause import gc_paused
 
 if TYPE_CHECKING:
     from .egraph import EGraph
@@ -129,7 +132,9 @@ class Problem:
                     raise EngineError(f"cost of {node} is {weight}: costs must be >= 0")
                 if weight == INF:
                     continue
-                kids = tuple(dict.fromkeys(index[c] for c in node.children))
+                kids = tuple([index[c] for c in node.children])
+                if len(kids) > 1 and len(set(kids)) < len(kids):
+                    kids = tuple(dict.fromkeys(kids))
                 for kid in kids:
                     self.users[kid].append((i, len(self.nodes[i])))
                 self.nodes[i].append((node, weight, kids))
@@ -156,8 +161,12 @@ def tree_choice(problem: Problem) -> list[int]:
 
 
 # ----------------------------------------------------------------- greedy DAG
+EXACT_LIMIT = 20_000  # classes; above it, partial overlaps of class sets are estimated
+_EPS = 1e-12
+
+
 class _Greedy:
-    """faster-greedy-dag with bitset class sets."""
+    """faster-greedy-dag with bitset class sets (see the module doc)."""
 
     def __init__(self, problem: Problem) -> None:
         self.p = problem
@@ -165,9 +174,10 @@ class _Greedy:
         self.total, self.sets, self.choice = [INF] * n, [0] * n, [-1] * n
         self.weights = np.zeros(max(n, 1))
         self.nbytes = (n + 7) // 8 + 1
+        self.exact = n <= EXACT_LIMIT
 
     def run(self) -> list[int]:
-        nodes, users = self.p.nodes, self.p.users
+        nodes, users, improve = self.p.nodes, self.p.users, self._improve
         queue = deque((i, j) for i, opts in enumerate(nodes)
                       for j, (_, _, kids) in enumerate(opts) if not kids)
         queued = set(queue)
@@ -176,22 +186,22 @@ class _Greedy:
             budget -= 1
             item = queue.popleft()
             queued.discard(item)
-            if self._improve(*item):
-                fresh = [u for u in users[item[0]] if u not in queued]
-                queue.extend(fresh)
-                queued.update(fresh)
+            if improve(*item):
+                for user in users[item[0]]:
+                    if user not in queued:
+                        queued.add(user)
+                        queue.append(user)
         return self.choice
 
     def _improve(self, i: int, j: int) -> bool:
         _, weight, kids = self.p.nodes[i][j]
-        bit = 1 << i
-        union, total = self._union(kids) if kids else (0, 0.0)
-        if union < 0 or union & bit:
+        union, total = self._union(kids)
+        if union < 0 or union >> i & 1:
             return False
         total += weight
-        if not total < self.total[i] - 1e-12 * abs(self.total[i] if self.total[i] < INF else 0):
+        if total >= self.total[i] - _EPS * (1.0 + abs(total)):
             return False
-        self.total[i], self.sets[i], self.choice[i] = total, union | bit, j
+        self.total[i], self.sets[i], self.choice[i] = total, union | 1 << i, j
         self.weights[i] = weight
         return True
 
@@ -201,21 +211,37 @@ class _Greedy:
         if len(kids) == 1:
             k = kids[0]
             return (sets[k], totals[k]) if totals[k] < INF else (-1, 0.0)
+        if len(kids) == 2:
+            a, b = kids
+            if totals[a] == INF or totals[b] == INF:
+                return -1, 0.0
+            return self._pair(sets[a], totals[a], sets[b], totals[b])
+        if not kids:
+            return 0, 0.0
         if any(totals[k] == INF for k in kids):
             return -1, 0.0
-        union, total, exact = 0, 0.0, False
+        union, total = 0, 0.0
         for k in sorted(kids, key=totals.__getitem__, reverse=True):
-            common = sets[k] & union
-            if not common:
-                total += totals[k]
-            elif common != sets[k]:
-                exact = True
-            union |= sets[k]
-        return union, (self._sum(union) if exact else total)
+            union, total = self._pair(union, total, sets[k], totals[k])
+        return union, total
+
+    def _pair(self, sa: int, ta: float, sb: int, tb: float) -> tuple[int, float]:
+        """Cost of ``sa | sb`` from the parts: disjoint and nested unions need no bit counts."""
+        common = sa & sb
+        if not common:
+            return sa | sb, ta + tb
+        if common == sb:
+            return sa, ta
+        if common == sa:
+            return sb, tb
+        union = sa | sb
+        if self.exact:
+            return union, self._sum(union)
+        return union, ta + tb * (1.0 - common.bit_count() / sb.bit_count())
 
     def _sum(self, bits: int) -> float:
         raw = np.frombuffer(bits.to_bytes(self.nbytes, "little"), dtype=np.uint8)
-        mask = np.unpackbits(raw, bitorder="little")[: self.p.size].astype(bool)
+        mask = np.unpackbits(raw, bitorder="little")[: self.p.size].view(bool)
         return float(self.weights[mask].sum())
 
 
@@ -305,14 +331,15 @@ def extract(
     time_limit: float = 10.0,
 ) -> Extraction:
     """Extract the cheapest DAG for ``roots`` (see the module doc for ``method``)."""
-    problem = Problem.build(egraph, (roots,) if isinstance(roots, int) else roots, cost)
-    if method == "tree":
-        return finish(problem, tree_choice(problem), "tree")
-    greedy = finish(problem, greedy_choice(problem), "greedy")
+    if method not in ("greedy", "tree", "ilp"):
+        raise EngineError(f"unknown extraction method {method!r} (greedy, tree, ilp)")
+    with gc_paused():
+        problem = Problem.build(egraph, (roots,) if isinstance(roots, int) else roots, cost)
+        if method == "tree":
+            return finish(problem, tree_choice(problem), "tree")
+        greedy = finish(problem, greedy_choice(problem), "greedy")
     if method == "greedy":
         return greedy
-    if method == "ilp":
-        from .ilp import ilp_refine
+    from .ilp import ilp_refine
 
-        return ilp_refine(problem, greedy, time_limit)
-    raise EngineError(f"unknown extraction method {method!r} (greedy, tree, ilp)")
+    return ilp_refine(problem, greedy, time_limit)

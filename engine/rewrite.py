@@ -24,18 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from .enode import ENode, make_attrs
 from .errors import EngineError, PatternError
-from .pattern import (
-    AttrVar,
-    Layout,
-    Match,
-    Pattern,
-    PatternNode,
-    POp,
-    Subst,
-    Var,
-    Wildcard,
-    variables,
-)
+from .machine import Pattern
+from .pattern import AttrVar, Layout, Match, PatternNode, POp, Subst, Var, Wildcard, variables
 
 if TYPE_CHECKING:
     from .egraph import EGraph
@@ -52,9 +42,8 @@ Condition = Callable[["EGraph", int, Subst], "Subst | Reject"]
 Applier = Callable[["EGraph", int, Subst], Iterable[int]]
 AddNode = Callable[[str, Any, tuple[int, ...]], int]
 Builder = Callable[[AddNode, Match], Any]
-Union = Callable[[int, int, str], bool]
 Recorder = Callable[[Match, int], None]
-ApplyLoop = Callable[[list[Match], AddNode, Union, str, "Recorder | None", "EGraph"], int]
+ApplyLoop = Callable[[list[Match], "EGraph", str, "Recorder | None"], int]
 
 
 class Guard:
@@ -148,12 +137,11 @@ def _compile(node: PatternNode, layout: Layout) -> tuple[Builder, ApplyLoop]:
         return _generate(node, layout)
     build = _closure(node, layout)
 
-    def loop(matches: list[Match], add: AddNode, union: Union, name: str,
-             record: Recorder | None, egraph: EGraph) -> int:
+    def loop(matches: list[Match], egraph: EGraph, name: str, record: Recorder | None) -> int:
         count = 0
         for regs in matches:
             before = egraph.id_count
-            if union(regs[0], build(add, regs), name):
+            if egraph.union(regs[0], build(egraph.add_node, regs), name):
                 count += 1
                 if record is not None:
                     record(regs, before)
@@ -181,19 +169,21 @@ def _static(node: PatternNode) -> bool:
 
 
 _LOOP = """
-def build(add, regs):
-    return {expr}
-
-def loop(matches, add, union, name, record, egraph):
+def loop(matches, egraph, name, record):
+    P, get, find, new, union = egraph.hot_path()
     count = 0
     if record is None:
         for regs in matches:
-            if union(regs[0], {expr}, name):
+{body}
+            root = regs[0]
+            if P[root] != root: root = find(root)
+            if root != {result} and union(root, {result}, name):
                 count += 1
     else:
         for regs in matches:
             before = egraph.id_count
-            if union(regs[0], {expr}, name):
+{body}
+            if union(regs[0], {result}, name):
                 count += 1
                 record(regs, before)
     return count
@@ -201,24 +191,37 @@ def loop(matches, add, union, name, record, egraph):
 
 
 def _generate(node: PatternNode, layout: Layout) -> tuple[Builder, ApplyLoop]:
-    """Compile an applier to one nested ``add(op, attrs, (kids...))`` expression, and an apply
-    loop with that expression inlined. Only integer register indices and ``repr``'d op names
-    enter the source text; attribute tuples are passed in through the namespace.
+    """Compile an applier to straight-line code: per ``POp``, build its children, canonicalise
+    them, look the node up in the hashcons and add it when absent (``EGraph.hot_path``). Only
+    register numbers and ``repr``'d op names enter the source; attribute tuples are passed in
+    through the namespace. Also returns a one-match builder for ``Rewrite.apply_match``.
     """
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, Any] = {"mk": tuple.__new__, "EN": ENode}
+    lines: list[str] = []
 
-    def expr(sub: PatternNode) -> str:
+    def emit(sub: PatternNode) -> str:
+        k = len(lines)
         if isinstance(sub, Var):
-            return f"regs[{int(layout.slots[sub.name])}]"
+            lines.append(f"v{k} = regs[{int(layout.slots[sub.name])}]")
+            return f"v{k}"
         assert isinstance(sub, POp)
-        name = f"attrs{len(namespace)}"
-        namespace[name] = make_attrs(sub.attrs)
-        kids = "".join(f"{expr(child)}, " for child in sub.children)
-        return f"add({sub.op!r}, {name}, ({kids}))"
+        kids = [emit(child) for child in sub.children]
+        attrs = f"attrs{len(namespace)}"
+        namespace[attrs] = make_attrs(sub.attrs)
+        lines.extend(f"if P[{v}] != {v}: {v} = find({v})" for v in kids)
+        lines.append(f"n{k} = mk(EN, ({sub.op!r}, {attrs}, ({''.join(v + ', ' for v in kids)})))")
+        lines.append(f"r{k} = get(n{k})")
+        lines.append(f"if r{k} is None: r{k} = new(n{k})")
+        lines.append(f"elif P[r{k}] != r{k}:")
+        lines.append(f"    r{k} = P[r{k}] if P[P[r{k}]] == P[r{k}] else find(r{k})")
+        return f"r{k}"
 
-    code = _LOOP.format(expr=expr(node))
+    result = emit(node)
+    body = "\n".join(" " * 12 + line for line in lines)
+    code = _LOOP.format(body=body, result=result)
     exec(compile(code, "<applier>", "exec"), namespace)  # noqa: S102 - generated above
-    return namespace["build"], namespace["loop"]
+    loop: ApplyLoop = namespace["loop"]
+    return _closure(node, layout), loop
 
 
 class Rewrite:
@@ -276,7 +279,7 @@ class Rewrite:
         """Apply every match; returns how many changed the e-graph. ``record(match, ids_before)``
         is called for each of those, ``rejected`` counts the conditions' reasons."""
         if self._loop is not None:
-            return self._loop(matches, egraph.add_node, egraph.union, self.name, record, egraph)
+            return self._loop(matches, egraph, self.name, record)
         count = 0
         for match in matches:
             before = egraph.id_count

@@ -20,15 +20,14 @@ Invariants:
 
 from __future__ import annotations
 
-import gc
 import logging
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .errors import EngineError
 from .pattern import Match
+from .pause import gc_paused
 from .report import Application, Iteration, Limits, Report, RuleStats, StopReason
 from .rewrite import Rewrite
 from .schedule import Repeat, Ruleset, Saturate, Seq, Step, rulesets
@@ -235,19 +234,6 @@ class Runner:
             frontier = list(step - result)
             result.update(frontier)
         return None if len(result) > budget else result
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic collector: saturation allocates millions of small acyclic objects
-    (e-nodes, match tuples) that collections would only scan; the previous state is restored."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def egraph_budget(class_count: int) -> int:
