@@ -211,7 +211,7 @@ def math() -> Workload:
         t("Mul", t("Add", t("Mul", two, x), t("Mul", two, y)), t("Sub", z, z)),
         t("Add", t("Mul", t("Add", x, zero), one), t("Mul", y, t("Add", z, x))),
     )
-    return Workload("math", roots, MATH_RULES, iterations=5, simple_scheduler=True)
+    return Workload("math", roots, MATH_RULES, iterations=4, simple_scheduler=True)
 
 
 # ------------------------------------------------------------------ AC sum

@@ -230,19 +230,20 @@ class EGraph:
         return self._uf.parents, self._memo.get, self._uf.find, self._add_new, self.union
 
     def _add_new(self, node: ENode) -> int:
-        cid = self._uf.make_set()
+        cid = len(self._id_nodes)
+        self._uf.parents.append(cid)
         self._id_nodes.append(node)
         if self._forest is not None:
             self._forest.add()
-        eclass = EClass(cid, node, self._clock)
-        self._classes[cid] = eclass
-        self._memo[node] = cid
         classes = self._classes
-        for child in node.children:
-            classes[child].parents.append((node, cid))
-        ids = self._by_op.get(node.op)
+        eclass = classes[cid] = EClass(cid, node, self._clock)
+        self._memo[node] = cid
+        pair = (node, cid)
+        for child in node[2]:
+            classes[child].parents.append(pair)
+        ids = self._by_op.get(node[0])
         if ids is None:
-            self._by_op[node.op] = {cid}
+            self._by_op[node[0]] = {cid}
         else:
             ids.add(cid)
         self._node_count += 1
@@ -346,20 +347,27 @@ class EGraph:
 
     def _repair(self, touched: list[int]) -> None:
         """Canonicalise and deduplicate the node lists (and merged classes' parent lists)."""
-        find, classes = self._uf.find, self._classes
+        find, classes, parents = self._uf.find, self._classes, self._uf.parents
         clock = self._clock
         for cid in {find(t) for t in touched}:
             eclass = classes[cid]
             fresh: dict[ENode, int] = {}
             for node, stamp in zip(eclass.nodes, eclass.stamps, strict=True):
-                canon = self.canonical(node)
-                fresh[canon] = max(fresh.get(canon, -1), stamp if canon is node else clock)
+                for child in node[2]:
+                    if parents[child] != child:
+                        kids = tuple([find(c) for c in node[2]])
+                        node = _new_node(ENode, (node[0], node[1], kids))
+                        stamp = clock
+                        break
+                if fresh.get(node, -1) < stamp:
+                    fresh[node] = stamp
             self._node_count += len(fresh) - len(eclass.nodes)
             eclass.nodes, eclass.stamps = list(fresh), list(fresh.values())
             eclass.stamp = clock
         for cid in {find(m) for m in self._merged}:
             eclass = classes[cid]
-            pairs = [(self.canonical(n), find(p)) for n, p in eclass.parents]
+            pairs = [(self.canonical(n), p if parents[p] == p else find(p))
+                     for n, p in eclass.parents]
             eclass.parents = list(dict.fromkeys(pairs))
         self._merged.clear()
 

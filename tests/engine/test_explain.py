@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gerules.engine import EGraph, EngineError, Runner, add_term, rewrite
 
@@ -51,3 +53,24 @@ def test_explain_errors() -> None:
     x = add_term(off, "x")
     with pytest.raises(EngineError, match="explanations are off"):
         off.explain(x, x)
+
+
+@given(st.lists(st.tuples(st.integers(0, 9), st.integers(0, 9)), max_size=25))
+def test_random_unions_always_have_a_connected_proof(pairs: list[tuple[int, int]]) -> None:
+    eg = EGraph()
+    ids = [add_term(eg, f"leaf{i}") for i in range(10)]
+    made = set()
+    for k, (i, j) in enumerate(pairs):
+        if eg.union(ids[i], ids[j], f"u{k}"):
+            made.add(f"u{k}")
+    eg.rebuild()
+    for a in ids:
+        for b in ids:
+            if eg.find(a) != eg.find(b):
+                continue
+            proof = eg.explain(a, b)
+            ends = [a] + [s.right for s in proof.steps]
+            assert ends[-1] == b
+            assert all(s.left == ends[i] for i, s in enumerate(proof.steps))
+            assert set(proof.rules()) <= made
+            assert len(proof.steps) == len({frozenset((s.left, s.right)) for s in proof.steps})
