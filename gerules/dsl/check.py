@@ -43,6 +43,8 @@ def check_library(lib: RuleLibrary, registry: Registry | None = None, *,
         errors += check_rule(rule, registry, soundness=soundness)
     order = {f.path: i for i, f in enumerate(lib.files)}
     errors.sort(key=lambda e: (order.get(e.span.file, -1), e.span.line, e.span.col))
+    log.debug("checked %d rules in %d files: %d errors", len(lib.rules), len(lib.files),
+              len(errors))
     sources = lib.sources
     return [e.attach(sources) for e in errors]
 

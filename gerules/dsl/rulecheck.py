@@ -155,7 +155,7 @@ class RuleChecker:
         if not isinstance(lhs, ast.OpCall):
             self.error(lhs.span, "the left side must be an op pattern such as Relu(x)")
             return self.errors
-        self.pattern(lhs, self.scope, top=True)
+        self.pattern(lhs, self.scope)
         if self.rule.bidirectional:
             self.check_reverse()
         for clause in self.rule.clauses:
@@ -220,7 +220,7 @@ class RuleChecker:
                                    f"{spec.kind}, got {kind}")
 
     # ------------------------------------------------------------ left side
-    def pattern(self, e: ast.Expr, scope: Scope, top: bool = False) -> None:
+    def pattern(self, e: ast.Expr, scope: Scope) -> None:
         if isinstance(e, ast.OpCall):
             self.op_pattern(e, scope)
         elif isinstance(e, ast.Name):
