@@ -14,7 +14,8 @@ Invariants:
   stamp the class when they change), and re-applying an old match changes nothing. Rules built
   with ``incremental=False`` are always searched everywhere.
 - Saturated means: an iteration changed nothing and the scheduler agreed to stop.
-- Errors raised by conditions, appliers or analyses (``UnsoundRewrite``) propagate unchanged.
+- Errors raised by conditions, appliers or analyses (``UnsoundRewrite``) propagate unchanged,
+  without a rebuild (the e-graph is then to be discarded).
 - Python's cyclic garbage collector is paused during a run and restored afterwards.
 """
 
@@ -128,22 +129,32 @@ class Runner:
         self._check_limits()
         egraph, index = self.egraph, len(self._iterations)
         version, seen = egraph.version, egraph.tick()
-        t0 = time.perf_counter()
+        start = time.perf_counter()
         found, banned = self._search_all(ruleset.rules, index, seen)
-        t1 = time.perf_counter()
+        searched = time.perf_counter()
         applied: dict[str, int] = {}
         try:
             self._apply_all(found, index, seen, applied)
-        finally:
-            t2 = time.perf_counter()
-            egraph.rebuild()
-            t3 = time.perf_counter()
-            changed = egraph.version != version
-            self._iterations.append(Iteration(
-                index, ruleset.name, egraph.node_count, egraph.class_count,
-                {rule.name: len(m) for rule, m in found}, applied, tuple(banned),
-                t1 - t0, t2 - t1, t3 - t2, changed))
+        except _Stop:  # a limit: finish the iteration so the e-graph stays usable
+            self._close(ruleset, found, banned, applied, version, (start, searched))
+            raise
+        changed = self._close(ruleset, found, banned, applied, version, (start, searched))
         return not changed and self.scheduler.can_stop(index)
+
+    def _close(
+        self, ruleset: Ruleset, found: list[tuple[Rewrite, list[Match]]], banned: list[str],
+        applied: dict[str, int], version: int, times: tuple[float, float],
+    ) -> bool:
+        """Rebuild and record the iteration; True when it changed the e-graph."""
+        egraph, applied_at = self.egraph, time.perf_counter()
+        egraph.rebuild()
+        changed = egraph.version != version
+        self._iterations.append(Iteration(
+            len(self._iterations), ruleset.name, egraph.node_count, egraph.class_count,
+            {rule.name: len(m) for rule, m in found}, applied, tuple(banned),
+            times[1] - times[0], applied_at - times[1], time.perf_counter() - applied_at,
+            changed))
+        return changed
 
     def _stats_for(self, rule: Rewrite) -> RuleStats:
         stats = self._stats.get(rule.name)
