@@ -1,0 +1,153 @@
+"""``parse_model``: a model file in, a verified and shape-inferred ``Graph`` out.
+
+Invariants:
+- ONNX (a path, the file's bytes or an ``onnx.ModelProto``) goes through the ONNX loader, so
+  every problem in the file is the loader's ``ModelError`` naming the file and node.
+- ``input_shape`` has atc's meaning (``--input_shape``) and the same implementation as the
+  command line: a given dim replaces the model's, ``-1`` keeps it dynamic, and a symbolic dim
+  left over that is not a batch dim (first dim of every input that has it) is set to 1 with a
+  warning. It is a mapping ``{name: dims}`` or atc's text ``"x:1,3,224,224;y:1,8"``.
+- ``input_format`` is checked (ONNX inputs are ``NCHW``, ``NCDHW`` or ``ND``, as in atc) and
+  recorded in the graph's metadata; it never reorders data.
+- PyTorch files (``.pt``, ``.pth``, ``.pt2`` or ``framework="pytorch"``) need the ``torch``
+  extra and the frontend ``gerules.frontends.torch``; either missing is a ``UsageError`` that
+  says what to install, found at call time (importing this module never imports torch).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import UsageError
+from ..ir.graph import Graph
+
+if TYPE_CHECKING:
+    import onnx
+
+Source = str | os.PathLike[str] | bytes
+InputShape = Mapping[str, Sequence[int]] | str
+FORMATS = ("NCHW", "NCDHW", "ND")
+TORCH_SUFFIXES = (".pt", ".pth", ".pt2")
+FRAMEWORKS = {"onnx": "onnx", "5": "onnx", "pytorch": "pytorch", "torch": "pytorch"}
+
+
+def parse_model(source: Source | onnx.ModelProto, input_shape: InputShape | None = None,
+                input_format: str = "NCHW", *, framework: str | None = None) -> Graph:
+    """Load a model and fix its input shapes.
+
+    ``source`` is an ONNX file path, its bytes or an ``onnx.ModelProto``, or a PyTorch file
+    with the torch extra. ``input_shape`` maps input names to dims (``-1``: dynamic) or is
+    atc's text form. ``framework`` is ``"onnx"`` or ``"pytorch"`` (default: by suffix).
+    """
+    fmt = check_format(input_format)
+    shapes = input_shapes(input_shape)
+    if _framework(source, framework) == "pytorch":
+        graph = _load_torch(source, shapes)
+    else:
+        graph = _load_onnx(source)
+    graph = fix_shapes(graph, shapes) if shapes else graph
+    return graph.replace(metadata={**graph.metadata, "input_format": fmt})
+
+
+def check_format(input_format: str) -> str:
+    fmt = str(input_format).upper()
+    if fmt not in FORMATS:
+        raise UsageError(f"input_format '{input_format}' is not supported for ONNX models "
+                         f"(choose {', '.join(FORMATS)}; NHWC data must be transposed first)")
+    return fmt
+
+
+def input_shapes(given: InputShape | None) -> dict[str, tuple[int, ...]]:
+    """``{name: dims}`` from a mapping or from atc's ``"a:1,3;b:2"`` text."""
+    if given is None:
+        return {}
+    if isinstance(given, str):
+        return _parse_shapes(given)
+    if not isinstance(given, Mapping):
+        raise UsageError(f"input_shape must be a mapping {{name: dims}} or text "
+                         f"'name:1,3,224,224', got {type(given).__name__}")
+    return {str(name): _dims(name, dims) for name, dims in given.items()}
+
+
+def _dims(name: object, dims: object) -> tuple[int, ...]:
+    if isinstance(dims, str | bytes) or not isinstance(dims, Sequence):
+        raise UsageError(f"input_shape '{name}': dims must be a list of ints, got {dims!r}")
+    if not all(isinstance(d, int) and not isinstance(d, bool) and d >= -1 for d in dims):
+        raise UsageError(f"input_shape '{name}': dims must be ints >= 0 or -1 (dynamic), "
+                         f"got {list(dims)}")
+    return tuple(int(d) for d in dims)
+
+
+def _parse_shapes(text: str) -> dict[str, tuple[int, ...]]:
+    out: dict[str, tuple[int, ...]] = {}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        name, sep, dims = part.rpartition(":")
+        if not sep or not name:
+            raise UsageError(f"input_shape: expected NAME:D0,D1,... in '{part}'")
+        try:
+            values = [int(d) for d in dims.split(",")] if dims.strip() else []
+        except ValueError:
+            raise UsageError(f"input_shape: dims must be integers in '{part}'") from None
+        out[name] = _dims(name, values)
+    return out
+
+
+def fix_shapes(graph: Graph, shapes: Mapping[str, Sequence[int]]) -> Graph:
+    """``graph`` with ``shapes`` applied as atc's ``--input_shape`` does, re-verified."""
+    from ..compiler import fix_input_shapes
+    from ..ir.verify import verify
+
+    fixed, _ = fix_input_shapes(graph, shapes, keep_batch=True)
+    return verify(fixed)
+
+
+def _framework(source: object, framework: str | None) -> str:
+    if framework is not None:
+        name = FRAMEWORKS.get(str(framework).lower())
+        if name is None:
+            raise UsageError(f"framework '{framework}' is not supported (onnx, pytorch)")
+        return name
+    if isinstance(source, str | os.PathLike):
+        return "pytorch" if Path(source).suffix.lower() in TORCH_SUFFIXES else "onnx"
+    return "onnx"
+
+
+def _load_onnx(source: Any) -> Graph:
+    from ..onnx_io import load_model
+
+    if isinstance(source, str | os.PathLike | bytes | bytearray | memoryview):
+        return load_model(source)
+    serialize = getattr(source, "SerializeToString", None)
+    if serialize is None:
+        raise UsageError(f"parse_model: expected a path, bytes or an onnx.ModelProto, got "
+                         f"{type(source).__name__}")
+    return load_model(serialize())
+
+
+def _load_torch(source: Any, shapes: Mapping[str, Sequence[int]]) -> Graph:
+    frontend = torch_frontend()
+    load = getattr(frontend, "load_model", None)
+    if load is None:
+        raise UsageError("the torch frontend (gerules.frontends.torch) has no load_model(); "
+                         "export the model to ONNX and parse that")
+    graph: Graph = load(source, input_shape=dict(shapes))
+    return graph
+
+
+def torch_frontend() -> Any:
+    """The ``gerules.frontends.torch`` module, or a ``UsageError`` saying what is missing."""
+    try:
+        return importlib.import_module("gerules.frontends.torch")
+    except ModuleNotFoundError as e:
+        if e.name == "torch":
+            raise UsageError("PyTorch models need the torch extra: "
+                             "pip install 'gerules[torch]'") from None
+        if e.name in ("gerules.frontends", "gerules.frontends.torch"):
+            raise UsageError("PyTorch models need the torch frontend "
+                             "(gerules.frontends.torch), which this installation of gerules "
+                             "does not have; export the model to ONNX and parse that") from None
+        raise
