@@ -41,12 +41,13 @@ Batch = tuple[str, list[Parent]]
 class EClass:
     """A set of equivalent e-nodes, the parents that use it, and its analysis data."""
 
-    __slots__ = ("id", "nodes", "stamps", "ops", "parents", "data", "stamp")
+    __slots__ = ("id", "nodes", "stamps", "forms", "ops", "parents", "data", "stamp")
 
     def __init__(self, cid: int, node: ENode, stamp: int) -> None:
         self.id = cid
         self.nodes: list[ENode] = [node]
-        self.stamps: list[int] = [stamp]
+        self.stamps: list[int] = [stamp]  # when each node entered this class in its form
+        self.forms: list[int] = [stamp]  # when each node got its form (added or canonicalised)
         self.ops: set[str] = {node.op}
         self.parents: list[Parent] = []
         self.data: tuple[Any, ...] = ()
@@ -296,6 +297,7 @@ class EGraph:
         keep.ops |= gone.ops
         keep.nodes.extend(gone.nodes)
         keep.stamps.extend([self._clock] * len(gone.nodes))
+        keep.forms.extend(gone.forms)
         keep.parents.extend(gone.parents)
         del self._classes[old]
         keep.stamp = self._clock
@@ -351,18 +353,21 @@ class EGraph:
         clock = self._clock
         for cid in {find(t) for t in touched}:
             eclass = classes[cid]
-            fresh: dict[ENode, int] = {}
-            for node, stamp in zip(eclass.nodes, eclass.stamps, strict=True):
+            fresh: dict[ENode, tuple[int, int]] = {}
+            for node, stamp, form in zip(eclass.nodes, eclass.stamps, eclass.forms, strict=True):
                 for child in node[2]:
                     if parents[child] != child:
                         kids = tuple([find(c) for c in node[2]])
                         node = _new_node(ENode, (node[0], node[1], kids))
-                        stamp = clock
+                        stamp = form = clock
                         break
-                if fresh.get(node, -1) < stamp:
-                    fresh[node] = stamp
+                seen = fresh.get(node)
+                fresh[node] = (stamp, form) if seen is None else \
+                    (max(stamp, seen[0]), max(form, seen[1]))
             self._node_count += len(fresh) - len(eclass.nodes)
-            eclass.nodes, eclass.stamps = list(fresh), list(fresh.values())
+            eclass.nodes = list(fresh)
+            eclass.stamps = [s for s, _ in fresh.values()]
+            eclass.forms = [f for _, f in fresh.values()]
             eclass.stamp = clock
         for cid in {find(m) for m in self._merged}:
             eclass = classes[cid]

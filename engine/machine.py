@@ -146,7 +146,8 @@ class _Codegen:
         if last:
             self.emit(f"if not F{d} and C{d}.stamp <= since:", indent)
             self.emit("continue", indent + 1)
-        self.emit(f"for N{d}, S{d} in zip(C{d}.nodes, C{d}.stamps):", indent)
+        stamps = "forms" if d == 0 else "stamps"  # a root node that only moved matched before
+        self.emit(f"for N{d}, S{d} in zip(C{d}.nodes, C{d}.{stamps}):", indent)
         indent += 1
         self.emit(f"K{d} = N{d}[2]", indent)
         self.emit(f"if N{d}[0] != {op!r} or len(K{d}) != {arity}:", indent)
