@@ -131,6 +131,35 @@ def residual_block(seed: int = 0, batch: int = 2, channels: int = 16, size: int 
                      _image_feeds("x", (batch, channels, size, size)))
 
 
+def _basic_block(b: _Builder, x: str, name: str, cin: int, cout: int, stride: int) -> str:
+    y = _conv_bn_relu(b, x, f"{name}.conv1", cin, cout, stride=stride)
+    y = _conv_bn_relu(b, y, f"{name}.conv2", cout, cout, relu=False)
+    if stride != 1 or cin != cout:
+        x = _conv_bn_relu(b, x, f"{name}.down", cin, cout, k=1, stride=stride, relu=False)
+    return b.op("Relu", [b.op("Add", [y, x], f"{name}.add")], f"{name}.relu")
+
+
+def tiny_resnet(seed: int = 0, batch: int = 1, size: int = 32, classes: int = 10
+                ) -> ModelCase:
+    """A small ResNet (the bundled example): a Conv-BN-ReLU stem, four basic blocks (two
+    with a strided 1x1 downsample branch), global average pooling and a Gemm classifier."""
+    b = _Builder(seed)
+    y = _conv_bn_relu(b, "image", "stem", 3, 16)
+    y = b.op("MaxPool", [y], "stem.pool", kernel_shape=[2, 2], strides=[2, 2])
+    for i, (cin, cout, stride) in enumerate([(16, 16, 1), (16, 32, 2), (32, 32, 1),
+                                             (32, 64, 2)]):
+        y = _basic_block(b, y, f"layer{i}", cin, cout, stride)
+    y = b.op("GlobalAveragePool", [y], "pool")
+    y = b.op("Flatten", [y], "flatten", axis=1)
+    w = b.weight("fc.weight", (classes, 64), 64)
+    b.op("Gemm", [y, w, b.small("fc.bias", (classes,))], "logits", transB=1)
+    inputs = [helper.make_tensor_value_info("image", TensorProto.FLOAT,
+                                            ["N", 3, size, size])]
+    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", classes])]
+    return ModelCase("tiny_resnet", b.model("tiny_resnet", inputs, outputs, 17),
+                     _image_feeds("image", (batch, 3, size, size)))
+
+
 def _reduce_mean(b: _Builder, x: str, name: str, opset: int) -> str:
     if opset >= 18:
         axes = b.const(f"{name}.axes", np.array([-1], dtype=np.int64))
@@ -297,4 +326,5 @@ MODELS: dict[str, Callable[[], ModelCase]] = {
     "cnn": cnn,
     "residual_block": residual_block,
     "transformer_encoder": transformer_encoder,
+    "tiny_resnet": tiny_resnet,
 }

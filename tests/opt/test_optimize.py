@@ -36,6 +36,10 @@ EXPECTED_NPU = {
     "cnn": {"ge.FusedConv": 2},
     "residual_block": {"ge.FusedConv": 2},
     "transformer_encoder": {"ge.Attention": 2, "ge.AddLayerNorm": 3},
+    # every Conv+BN+ReLU (and Conv+BN+Add+ReLU) fused; the two 1x1 downsample Conv+BN
+    # branches feed their block's fused conv as its residual input
+    "tiny_resnet": {"ge.FusedConv": 9, "Conv": 2, "BatchNormalization": 0, "Relu": 0,
+                    "Add": 0},
 }
 
 
