@@ -5,6 +5,9 @@ Invariants:
   part-way leaves no temporary file behind.
 - ``check_output_path`` refuses, with a ``UsageError`` naming the path, a missing folder, a
   folder as target, and a target that is the same file as one of the inputs.
+- A file that cannot be written (read-only folder, disk full) is a ``GeError`` naming the
+  target, never a bare ``OSError``; a new file gets the usual mode (``0666 & ~umask``), not
+  the ``0600`` of ``mkstemp``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import UsageError
+from .errors import GeError, UsageError
 
 
 def check_output_path(path: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]] = ()
@@ -39,18 +42,34 @@ def check_output_path(path: str | os.PathLike[str], inputs: Iterable[str | os.Pa
 def atomic_open(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     """Open a temp file beside ``path`` for binary writing; rename onto ``path`` on success."""
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
-                               dir=str(target.parent) if str(target.parent) else ".")
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
+                                   dir=str(target.parent) if str(target.parent) else ".")
+    except OSError as e:
+        raise _cannot_write(target, e) from None
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise _cannot_write(target, e) from None
         raise
+
+
+def _cannot_write(target: Path, e: OSError) -> GeError:
+    return GeError(f"cannot write: {e.strerror or e}", file=str(target))
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write(path: str | os.PathLike[str], data: bytes | Callable[[BinaryIO], None]) -> Path:
