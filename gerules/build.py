@@ -8,6 +8,8 @@ Invariants:
 - The written file is read back through the full loader checks before ``build_om`` returns
   only when ``check=True``; the plan itself is always verified by the planner.
 - ``REPORT`` holds the caller's report plus ``"memory"``: the figures of every variant.
+- A variant with a tensor over ``MAX_TENSOR_BYTES`` (a ``ConstantOfShape`` memory bomb) is
+  refused with ``ResourceLimit`` naming the tensor before anything is planned or written.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .cost.profile import DEFAULT_SOC
-from .errors import ModelError
+from .errors import ModelError, ResourceLimit
 from .fileio import check_output_path
 from .ir.graph import Graph, TensorType, Value
 from .ir.registry import Registry, default_registry
@@ -31,6 +33,8 @@ from .om.reader import OmFile
 from .om.writer import write_om
 
 log = logging.getLogger(__name__)
+
+MAX_TENSOR_BYTES = 4 << 30  # the loader's default per-tensor budget
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +85,22 @@ def plan_variant(graph: Graph, dims: Mapping[str, int], *, streams: int = 1,
             raise ModelError(f"graph input has shape {v.type}; a .om needs static shapes (fix "
                              "them with --input_shape, or compile one variant per batch size)",
                              tensor=v.name)
+    check_budget(bound)
     plan = plan_memory(bound, streams=streams, memory_aware=memory_aware, registry=registry)
     name = ",".join(f"{k}={n}" for k, n in sorted(dims.items())) or "default"
     return Variant(name, dims, bound, plan)
+
+
+def check_budget(graph: Graph, max_bytes: int = MAX_TENSOR_BYTES) -> None:
+    """Refuse a graph with a tensor larger than ``max_bytes`` (``ResourceLimit``, exit 3)."""
+    producers = graph.producers()
+    for v in (*graph.inputs, *graph.value_info.values()):
+        n = v.type.nbytes()
+        if n is not None and n > max_bytes:
+            node = producers.get(v.name)
+            raise ResourceLimit(f"{v.type} needs {n} bytes, over the tensor budget of "
+                                f"{max_bytes}", node=node.label if node else None,
+                                op=node.qualified_op if node else None, tensor=v.name)
 
 
 def bind_dims(graph: Graph, dims: Mapping[str, int]) -> Graph:
