@@ -48,7 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    try:  # importing the subcommands takes a moment: Ctrl-C then is no traceback either
+        parser = build_parser()
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
     raw = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(raw)
     args.command_line = shlex.join([PROG, *raw])  # recorded verbatim in what we write
