@@ -1,0 +1,128 @@
+"""Run many ``ge-rewrite`` command lines as real processes forked from one pre-imported parent.
+
+Like ``tests/cli/cli_driver.py`` (imports once, forks one child per job, real exit codes and
+output bytes), with what the catalogue needs besides:
+
+- ``"no_override": true`` drops root's power to bypass file permissions in the child (the
+  capabilities ``CAP_DAC_OVERRIDE`` and ``CAP_DAC_READ_SEARCH``; the uid stays 0, so the
+  interpreter's own files stay readable), so an unreadable or read-only file is unreadable or
+  read-only even when the suite runs as root; the child exits 98 when that is impossible;
+- ``"interrupt_after": seconds`` sends the child SIGINT (Ctrl-C) after that long, if it is
+  still running: every moment of a command is reachable without paying interpreter start-up;
+- ``"stdout": null`` gives the child a pipe whose reading end is already closed, as
+  ``ge-rewrite ... | head -c 0`` would: any write to stdout fails with ``EPIPE``.
+
+An exception escaping ``main`` prints its traceback and exits 99, as an uncaught one would.
+
+    python catalogue_driver.py JOBS.json   # [{"argv", "cwd", "stdout", "stderr", "user"}]
+
+prints a JSON list of exit codes, one per job.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+
+from gerules.cli.main import build_parser, main
+from gerules.ir.registry import default_registry
+
+
+def _redirect(job: dict[str, object]) -> None:
+    if job.get("stdout") is None:
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        os.dup2(write_end, 1)
+        os.close(write_end)
+    else:
+        out = os.open(str(job["stdout"]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(out, 1)
+        os.close(out)
+    err = os.open(str(job["stderr"]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(err, 2)
+    os.close(err)
+
+
+class _Header(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _Data(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+CAPABILITY_VERSION_3 = 0x20080522
+DAC_BITS = (1 << 1) | (1 << 2)  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+
+
+def _drop_override() -> None:
+    """Remove the permission-bypassing capabilities of this (root) process."""
+    if os.geteuid() != 0:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    header, data = _Header(CAPABILITY_VERSION_3, 0), (_Data * 2)()
+    if libc.capget(ctypes.byref(header), data) != 0:
+        os._exit(98)
+    data[0].effective &= ~DAC_BITS & 0xFFFFFFFF
+    data[0].permitted &= ~DAC_BITS & 0xFFFFFFFF
+    if libc.capset(ctypes.byref(header), data) != 0:
+        os._exit(98)
+
+
+def _child(job: dict[str, object]) -> None:
+    code = 99
+    try:
+        os.chdir(str(job["cwd"]))
+        _redirect(job)
+        if job.get("no_override"):
+            _drop_override()
+        code = main([str(a) for a in job["argv"]])  # type: ignore[attr-defined]
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+        except OSError as e:  # what the interpreter would print at exit
+            print(f"Exception ignored on flushing sys.stdout: {e!r}", file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _wait(pid: int, interrupt_after: object) -> int:
+    """The child's wait status; SIGINT it after ``interrupt_after`` seconds if still running."""
+    if interrupt_after is not None:
+        end = time.monotonic() + float(interrupt_after)  # type: ignore[arg-type]
+        while time.monotonic() < end:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return status
+            time.sleep(0.002)
+        os.kill(pid, signal.SIGINT)
+    return os.waitpid(pid, 0)[1]
+
+
+def run_all(jobs: list[dict[str, object]]) -> list[int]:
+    build_parser()  # import every subcommand and build the op registry once, before forking
+    default_registry()
+    codes = []
+    for job in jobs:
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            _child(job)
+        status = _wait(pid, job.get("interrupt_after"))
+        codes.append(os.waitstatus_to_exitcode(status))
+    return codes
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1]) as f:
+        print(json.dumps(run_all(json.load(f))))
