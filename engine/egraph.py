@@ -224,11 +224,46 @@ class EGraph:
         return root if parents[root] == root else self._uf.find(found)
 
     def hot_path(self) -> tuple[list[int], Callable[[ENode], int | None], Callable[[int], int],
-                                Callable[[ENode], int], Callable[[int, int, str], bool]]:
+                                Callable[[ENode], int], Callable[[int, int, str], bool],
+                                Callable[[ENode, int, str], None]]:
         """For generated appliers: (union-find parents, hashcons ``get``, ``find``, add-new,
-        ``union``). Add-new takes a canonical node that is not in the hashcons. Valid until the
-        next ``rebuild`` (which may replace the hashcons)."""
-        return self._uf.parents, self._memo.get, self._uf.find, self._add_new, self.union
+        ``union``, add-into). Add-new and add-into take a canonical node that is not in the
+        hashcons; add-into(node, a, reason) puts it straight into ``a``'s class, as add-new
+        then ``union(a, new, reason)`` would. Valid until the next ``rebuild`` (which may
+        replace the hashcons)."""
+        add_into = self._add_new_into if not self._analyzed else self._add_then_union
+        return self._uf.parents, self._memo.get, self._uf.find, self._add_new, self.union, add_into
+
+    def _add_then_union(self, node: ENode, target: int, reason: str) -> None:
+        self.union(target, self._add_new(node), reason)
+
+    def _add_new_into(self, node: ENode, target: int, reason: str) -> None:
+        """A new node joins ``target``'s class at once (no analyses: nothing can conflict)."""
+        root = self._uf.find(target)
+        cid = len(self._id_nodes)
+        self._uf.parents.append(root)
+        self._id_nodes.append(node)
+        if self._forest is not None:
+            self._forest.add()
+            self._forest.union(cid, target, reason)
+        eclass = self._classes[root]
+        eclass.nodes.append(node)
+        eclass.stamps.append(self._clock)
+        eclass.forms.append(self._clock)
+        eclass.ops.add(node[0])
+        eclass.stamp = self._clock
+        self._memo[node] = cid
+        pair = (node, cid)
+        classes = self._classes
+        for child in node[2]:
+            classes[child].parents.append(pair)
+        ids = self._by_op.get(node[0])
+        if ids is None:
+            self._by_op[node[0]] = {root}
+        else:
+            ids.add(root)
+        self._node_count += 1
+        self._version += 1
 
     def _add_new(self, node: ENode) -> int:
         cid = len(self._id_nodes)
@@ -319,13 +354,17 @@ class EGraph:
         return unions
 
     def _process_unions(self, touched: list[int]) -> int:
-        memo, unions = self._memo, 0
+        memo, unions, parents, find = self._memo, 0, self._uf.parents, self._uf.find
         while self._pending:
             reason, batch = self._pending.pop()
             for node, cid in batch:
-                canon = self.canonical(node)
-                if canon is not node:
-                    memo.pop(node, None)
+                canon = node  # self.canonical(node), inlined (hot)
+                for child in node[2]:
+                    if parents[child] != child:
+                        kids = tuple([find(c) for c in node[2]])
+                        canon = _new_node(ENode, (node[0], node[1], kids))
+                        memo.pop(node, None)
+                        break
                 other = memo.setdefault(canon, cid)
                 if other != cid and self._union(other, cid, reason, CONGRUENCE):
                     unions += 1
@@ -355,7 +394,7 @@ class EGraph:
             eclass = classes[cid]
             fresh: dict[ENode, tuple[int, int]] = {}
             for node, stamp, form in zip(eclass.nodes, eclass.stamps, eclass.forms, strict=True):
-                for child in node[2]:
+                for child in node[2]:  # self.canonical(node), inlined (hot)
                     if parents[child] != child:
                         kids = tuple([find(c) for c in node[2]])
                         node = _new_node(ENode, (node[0], node[1], kids))
@@ -371,9 +410,15 @@ class EGraph:
             eclass.stamp = clock
         for cid in {find(m) for m in self._merged}:
             eclass = classes[cid]
-            pairs = [(self.canonical(n), p if parents[p] == p else find(p))
-                     for n, p in eclass.parents]
-            eclass.parents = list(dict.fromkeys(pairs))
+            unique: dict[Parent, None] = {}
+            for node, user in eclass.parents:
+                for child in node[2]:  # self.canonical(node), inlined (hot)
+                    if parents[child] != child:
+                        kids = tuple([find(c) for c in node[2]])
+                        node = _new_node(ENode, (node[0], node[1], kids))
+                        break
+                unique[(node, user if parents[user] == user else find(user))] = None
+            eclass.parents = list(unique)
         self._merged.clear()
 
     def _compact_memo(self) -> None:

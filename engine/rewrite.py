@@ -168,36 +168,24 @@ def _static(node: PatternNode) -> bool:
     return all(_static(child) for child in node.children)
 
 
-_LOOP = """
-def loop(matches, egraph, name, record):
-    P, get, find, new, union = egraph.hot_path()
-    count = 0
-    if record is None:
-        for regs in matches:
-{body}
-            root = regs[0]
-            if P[root] != root: root = find(root)
-            if root != {result} and union(root, {result}, name):
-                count += 1
-    else:
-        for regs in matches:
-            before = egraph.id_count
-{body}
-            if union(regs[0], {result}, name):
-                count += 1
-                record(regs, before)
-    return count
-"""
-
-
 def _generate(node: PatternNode, layout: Layout) -> tuple[Builder, ApplyLoop]:
-    """Compile an applier to straight-line code: per ``POp``, build its children, canonicalise
-    them, look the node up in the hashcons and add it when absent (``EGraph.hot_path``). Only
-    register numbers and ``repr``'d op names enter the source; attribute tuples are passed in
-    through the namespace. Also returns a one-match builder for ``Rewrite.apply_match``.
+    """Compile an applier to a loop of straight-line code: per ``POp``, build its children,
+    canonicalise them, probe the hashcons and add the node when absent; a new top node goes
+    straight into the matched root's class (``EGraph.hot_path``). Only register numbers and
+    ``repr``'d op names enter the source; attribute tuples come in through the namespace.
+    Also returns a one-match builder (closures) for ``Rewrite.apply_match``.
     """
     namespace: dict[str, Any] = {"mk": tuple.__new__, "EN": ENode}
     lines: list[str] = []
+
+    def node_code(sub: POp) -> str:
+        kids = [emit(child) for child in sub.children]
+        attrs = f"attrs{len(namespace)}"
+        namespace[attrs] = make_attrs(sub.attrs)
+        for v in kids:  # canonical ids: one hop inline, longer paths through find
+            lines.extend((f"if P[{v}] != {v}:", f"    {v} = P[{v}]",
+                          f"    if P[{v}] != {v}: {v} = find({v})"))
+        return f"mk(EN, ({sub.op!r}, {attrs}, ({''.join(v + ', ' for v in kids)})))"
 
     def emit(sub: PatternNode) -> str:
         k = len(lines)
@@ -205,23 +193,46 @@ def _generate(node: PatternNode, layout: Layout) -> tuple[Builder, ApplyLoop]:
             lines.append(f"v{k} = regs[{int(layout.slots[sub.name])}]")
             return f"v{k}"
         assert isinstance(sub, POp)
-        kids = [emit(child) for child in sub.children]
-        attrs = f"attrs{len(namespace)}"
-        namespace[attrs] = make_attrs(sub.attrs)
-        lines.extend(f"if P[{v}] != {v}: {v} = find({v})" for v in kids)
-        lines.append(f"n{k} = mk(EN, ({sub.op!r}, {attrs}, ({''.join(v + ', ' for v in kids)})))")
+        lines.append(f"n{k} = {node_code(sub)}")
         lines.append(f"r{k} = get(n{k})")
         lines.append(f"if r{k} is None: r{k} = new(n{k})")
-        lines.append(f"elif P[r{k}] != r{k}:")
-        lines.append(f"    r{k} = P[r{k}] if P[P[r{k}]] == P[r{k}] else find(r{k})")
         return f"r{k}"
 
-    result = emit(node)
-    body = "\n".join(" " * 12 + line for line in lines)
-    code = _LOOP.format(body=body, result=result)
-    exec(compile(code, "<applier>", "exec"), namespace)  # noqa: S102 - generated above
+    if isinstance(node, POp):
+        lines.append(f"top = {node_code(node)}")
+        lines.append("res = get(top)")
+        lines.extend(_INTO)
+    else:
+        lines.append(f"res = {emit(node)}")
+    source = _LOOP.format(body="".join(" " * 8 + line + "\n" for line in lines))
+    exec(compile(source, "<applier>", "exec"), namespace)  # noqa: S102 - generated above
     loop: ApplyLoop = namespace["loop"]
     return _closure(node, layout), loop
+
+
+_INTO = (  # a new top node joins the matched class directly
+    "if res is None:",
+    "    into(top, regs[0], name)",
+    "    count += 1",
+    "    if record is not None: record(regs, before)",
+    "    continue",
+)
+_LOOP = """
+def loop(matches, egraph, name, record):
+    P, get, find, new, union, into = egraph.hot_path()
+    count = before = 0
+    for regs in matches:
+        if record is not None: before = egraph.id_count
+{body}        root = regs[0]
+        if P[root] != root: root = find(root)
+        if P[res] != res:
+            res = P[res]
+            if P[res] != res: res = find(res)
+        if root != res and union(root, res, name):
+            count += 1
+            if record is not None: record(regs, before)
+    return count
+"""
 
 
 class Rewrite:
