@@ -226,7 +226,7 @@ class TermContext:
                 return None  # Tile / Expand / ConstantOfShape never blow a model up
             return [np.asarray(o) for o in schema.kernel(list(values), self.call(enode, n))]
         except (GeError, ValueError, TypeError, IndexError, KeyError, ArithmeticError,
-                AssertionError):
+                AssertionError, RuntimeError, MemoryError):
             return None
 
     @staticmethod

@@ -72,7 +72,7 @@ def run_step(node: Node, kernel: KernelFn, call: Call, env: dict[str, np.ndarray
     except GeError as e:
         raise e.with_place(node=node.label, op=node.qualified_op)
     except (ValueError, TypeError, IndexError, KeyError, ArithmeticError, MemoryError,
-            AssertionError) as e:
+            AssertionError, RuntimeError) as e:
         raise KernelError(f"kernel failed: {e}", node=node.label, op=node.qualified_op) from None
     if len(outs) < len([o for o in node.outputs if o]):
         raise KernelError(f"kernel gave {len(outs)} outputs for {len(node.outputs)}",
