@@ -387,26 +387,22 @@ class EGraph:
                     analyses.modify(self, eclass.id)
 
     def _repair(self, touched: list[int]) -> None:
-        """Canonicalise and deduplicate the node lists (and merged classes' parent lists)."""
+        """Canonicalise the touched classes' nodes in place, deduplicate where that made two
+        nodes equal, and deduplicate merged classes' parent lists."""
         find, classes, parents = self._uf.find, self._classes, self._uf.parents
         clock = self._clock
         for cid in {find(t) for t in touched}:
             eclass = classes[cid]
-            fresh: dict[ENode, tuple[int, int]] = {}
-            for node, stamp, form in zip(eclass.nodes, eclass.stamps, eclass.forms, strict=True):
+            nodes, stamps, forms = eclass.nodes, eclass.stamps, eclass.forms
+            for i, node in enumerate(nodes):
                 for child in node[2]:  # self.canonical(node), inlined (hot)
                     if parents[child] != child:
                         kids = tuple([find(c) for c in node[2]])
-                        node = _new_node(ENode, (node[0], node[1], kids))
-                        stamp = form = clock
+                        nodes[i] = _new_node(ENode, (node[0], node[1], kids))
+                        stamps[i] = forms[i] = clock
                         break
-                seen = fresh.get(node)
-                fresh[node] = (stamp, form) if seen is None else \
-                    (max(stamp, seen[0]), max(form, seen[1]))
-            self._node_count += len(fresh) - len(eclass.nodes)
-            eclass.nodes = list(fresh)
-            eclass.stamps = [s for s, _ in fresh.values()]
-            eclass.forms = [f for _, f in fresh.values()]
+            if len(set(nodes)) != len(nodes):
+                self._dedup(eclass)
             eclass.stamp = clock
         for cid in {find(m) for m in self._merged}:
             eclass = classes[cid]
@@ -420,6 +416,18 @@ class EGraph:
                 unique[(node, user if parents[user] == user else find(user))] = None
             eclass.parents = list(unique)
         self._merged.clear()
+
+    def _dedup(self, eclass: EClass) -> None:
+        """Keep each node once, with the latest of its stamps."""
+        fresh: dict[ENode, tuple[int, int]] = {}
+        for node, stamp, form in zip(eclass.nodes, eclass.stamps, eclass.forms, strict=True):
+            seen = fresh.get(node)
+            fresh[node] = (stamp, form) if seen is None else \
+                (max(stamp, seen[0]), max(form, seen[1]))
+        self._node_count += len(fresh) - len(eclass.nodes)
+        eclass.nodes = list(fresh)
+        eclass.stamps = [s for s, _ in fresh.values()]
+        eclass.forms = [f for _, f in fresh.values()]
 
     def _compact_memo(self) -> None:
         """Drop stale hashcons keys (forms with non-canonical children)."""
