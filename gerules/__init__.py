@@ -42,7 +42,7 @@ _EXPORTS: dict[str, str] = {
     "CompileOptions": "gerules.compiler",
     "OptimizeOptions": "gerules.opt.optimize",
     "OptimizeReport": "gerules.opt.optimize",
-    "read_switch_file": "gerules.opt.switches",
+    "read_switch_file": "gerules.api.compiling",
     "Session": "gerules.api.session",
     "TensorDesc": "gerules.runtime.model",
     "GeError": "gerules.errors",
@@ -64,7 +64,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from .api.builder import GraphBuilder
-    from .api.compiling import compile, optimize
+    from .api.compiling import compile, optimize, read_switch_file
     from .api.handles import Input, Tensor
     from .api.parse import parse_model
     from .api.session import Session
@@ -81,7 +81,6 @@ if TYPE_CHECKING:
     )
     from .ir.graph import Graph, Node, TensorType, Value
     from .opt.optimize import OptimizeOptions, OptimizeReport
-    from .opt.switches import read_switch_file
     from .runtime.model import TensorDesc
 
 

@@ -295,12 +295,16 @@ class GraphBuilder:
         if isinstance(outputs, str) or not isinstance(outputs, int | Sequence):
             raise UsageError(f"outputs must be a count or a list of names, got {outputs!r}",
                              node=node, op=schema.qualified_op)
-        names = _default_outputs(schema, node, outputs) if isinstance(outputs, int) \
-            else list(outputs)
+        if isinstance(outputs, int):
+            checks.check_outputs(schema, outputs, node)
+            names = _default_outputs(schema, node, outputs)
+        else:
+            names = list(outputs)
+            if len(set(names)) != len(names):
+                raise UsageError(f"output names repeat: {names}", node=node)
         for out in names:
             self._check_new_tensor(out)
-        if len(set(names)) != len(names):
-            raise UsageError(f"output names repeat: {names}", node=node)
+        checks.check_outputs(schema, len(names), node)
         return names
 
     def _operands(self, schema: OpSchema, node: str, inputs: Sequence[Input]
@@ -432,10 +436,7 @@ def _dim(d: object, axis: int, tensor: str) -> Dim:
 def _default_outputs(schema: OpSchema, node: str, count: int) -> list[str]:
     if count == 1:
         return [node]
-    ports = schema.outputs
-    if count < 1 or not ports:
-        return []
-    return [f"{node}.{_port_name(ports, k)}" for k in range(count)]
+    return [f"{node}.{_port_name(schema.outputs, k)}" for k in range(count)]
 
 
 def _port_name(ports: Sequence[Port], index: int) -> str:

@@ -51,10 +51,17 @@ def check_arity(schema: OpSchema, inputs: Sequence[str], outputs: int, node: str
     if hi is not None and len(inputs) > hi:
         raise GraphError(f"takes at most {hi} inputs ({ports_text(schema)}), got "
                          f"{len(inputs)}", **place)
-    max_out = schema.max_outputs
-    if outputs < 1 or (max_out is not None and outputs > max_out):
-        raise GraphError(f"asked for {outputs} outputs; {schema.qualified_op} gives 1 to "
-                         f"{max_out if max_out is not None else 'any number'}", **place)
+    check_outputs(schema, outputs, node)
+
+
+def check_outputs(schema: OpSchema, count: int, node: str) -> None:
+    """Raise unless the op can give ``count`` outputs."""
+    top = schema.max_outputs
+    if count >= 1 and (top is None or count <= top):
+        return
+    gives = "one or more" if top is None else ("1" if top == 1 else f"1 to {top}")
+    raise GraphError(f"asked for {count} outputs; {schema.qualified_op} gives {gives}",
+                     node=node, op=schema.qualified_op)
 
 
 def _port(schema: OpSchema, index: int) -> Port | None:

@@ -1,4 +1,4 @@
-"""``optimize`` and ``compile``: the optimizer and the compiler for any graph, from Python.
+"""``optimize``, ``compile`` and ``read_switch_file``: the optimizer and compiler from Python.
 
 Both take a ``Graph`` or a ``GraphBuilder`` (built first, so its errors name the node) and
 wrap ``gerules.opt.optimize`` and ``gerules.compiler.compile_model`` without changing them.
@@ -22,6 +22,8 @@ from ..errors import UsageError
 from ..ir.graph import Graph
 from ..opt.optimize import OptimizeOptions, OptimizeReport
 from ..opt.optimize import optimize as run_optimizer
+from ..opt.switches import Switches
+from ..opt.switches import read_switch_file as read_switches
 from .builder import GraphBuilder
 from .parse import fix_shapes
 
@@ -62,6 +64,12 @@ def compile(graph: GraphLike, options: CompileOptions | None = None,
     result = compile_model(g, options or CompileOptions(), path,
                            source=f"<python graph '{g.name}'>")
     return Path(result.path)
+
+
+def read_switch_file(path: str | os.PathLike[str]) -> Switches:
+    """atc's fusion switch file (JSON or ``NAME:off`` lines) as the rule and ruleset names it
+    turns ``off`` and keeps ``on``: ``CompileOptions(disabled=s.off, enabled=s.on)``."""
+    return read_switches(Path(path))
 
 
 def om_path(output: str | os.PathLike[str]) -> Path:

@@ -7,16 +7,19 @@ Invariants:
   command line: a given dim replaces the model's, ``-1`` keeps it dynamic, and a symbolic dim
   left over that is not a batch dim (first dim of every input that has it) is set to 1 with a
   warning. It is a mapping ``{name: dims}`` or atc's text ``"x:1,3,224,224;y:1,8"``.
-- ``input_format`` is checked (ONNX inputs are ``NCHW``, ``NCDHW`` or ``ND``, as in atc) and
-  recorded in the graph's metadata; it never reorders data.
-- PyTorch files (``.pt``, ``.pth``, ``.pt2`` or ``framework="pytorch"``) need the ``torch``
-  extra and the frontend ``gerules.frontends.torch``; either missing is a ``UsageError`` that
-  says what to install, found at call time (importing this module never imports torch).
+- ``input_format`` (atc's ``--input_format``, optional) is checked as the compiler checks it
+  (``NCHW``/``NHWC`` need a 4-D input; ``NHWC`` only warns: ONNX models are NCHW) and recorded
+  in the graph's metadata; it never reorders data.
+- PyTorch archives (``.pt``, ``.pth``, ``.pt2`` or ``framework="pytorch"``) go through
+  ``gerules.frontends.torch.convert_archive`` with ``input_shape`` as the trace shapes; a
+  missing ``torch`` extra or frontend is a ``UsageError`` that says what to do, found at call
+  time (importing this module never imports torch).
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,37 +31,52 @@ from ..ir.graph import Graph
 if TYPE_CHECKING:
     import onnx
 
+log = logging.getLogger(__name__)
 Source = str | os.PathLike[str] | bytes
 InputShape = Mapping[str, Sequence[int]] | str
-FORMATS = ("NCHW", "NCDHW", "ND")
+FORMATS = ("NCHW", "NHWC", "ND")
 TORCH_SUFFIXES = (".pt", ".pth", ".pt2")
 FRAMEWORKS = {"onnx": "onnx", "5": "onnx", "pytorch": "pytorch", "torch": "pytorch"}
 
 
 def parse_model(source: Source | onnx.ModelProto, input_shape: InputShape | None = None,
-                input_format: str = "NCHW", *, framework: str | None = None) -> Graph:
+                input_format: str | None = None, *, framework: str | None = None) -> Graph:
     """Load a model and fix its input shapes.
 
     ``source`` is an ONNX file path, its bytes or an ``onnx.ModelProto``, or a PyTorch file
     with the torch extra. ``input_shape`` maps input names to dims (``-1``: dynamic) or is
-    atc's text form. ``framework`` is ``"onnx"`` or ``"pytorch"`` (default: by suffix).
+    atc's text form. ``input_format`` is ``"NCHW"``, ``"NHWC"`` or ``"ND"`` (checked and
+    recorded only). ``framework`` is ``"onnx"`` or ``"pytorch"`` (default: by file suffix).
     """
-    fmt = check_format(input_format)
+    fmt = None if input_format is None else format_name(input_format)
     shapes = input_shapes(input_shape)
     if _framework(source, framework) == "pytorch":
         graph = _load_torch(source, shapes)
     else:
         graph = _load_onnx(source)
     graph = fix_shapes(graph, shapes) if shapes else graph
+    if fmt is None:
+        return graph
+    check_format(graph, fmt)
     return graph.replace(metadata={**graph.metadata, "input_format": fmt})
 
 
-def check_format(input_format: str) -> str:
+def format_name(input_format: str) -> str:
     fmt = str(input_format).upper()
     if fmt not in FORMATS:
-        raise UsageError(f"input_format '{input_format}' is not supported for ONNX models "
-                         f"(choose {', '.join(FORMATS)}; NHWC data must be transposed first)")
+        raise UsageError(f"input_format '{input_format}' is not supported (choose "
+                         f"{', '.join(FORMATS)})")
     return fmt
+
+
+def check_format(graph: Graph, fmt: str) -> None:
+    """NCHW and NHWC describe a 4-D input; NHWC is only recorded (ONNX models are NCHW)."""
+    if fmt in ("NCHW", "NHWC") and not any(v.type.rank == 4 for v in graph.inputs):
+        inputs = ", ".join(f"{v.name} {v.type}" for v in graph.inputs)
+        raise UsageError(f"input_format {fmt} needs a 4-D input; the inputs are {inputs} "
+                         "(use ND)")
+    if fmt == "NHWC":
+        log.warning("input_format NHWC: ONNX models are NCHW; no layout change is made")
 
 
 def input_shapes(given: InputShape | None) -> dict[str, tuple[int, ...]]:
@@ -129,12 +147,14 @@ def _load_onnx(source: Any) -> Graph:
 
 
 def _load_torch(source: Any, shapes: Mapping[str, Sequence[int]]) -> Graph:
-    frontend = torch_frontend()
-    load = getattr(frontend, "load_model", None)
-    if load is None:
-        raise UsageError("the torch frontend (gerules.frontends.torch) has no load_model(); "
-                         "export the model to ONNX and parse that")
-    graph: Graph = load(source, input_shape=dict(shapes))
+    if not isinstance(source, str | os.PathLike):
+        raise UsageError("parse_model: a PyTorch model is given as a file path; for an "
+                         "nn.Module use gerules.frontends.torch.convert(module, inputs)")
+    convert = getattr(torch_frontend(), "convert_archive", None)
+    if convert is None:
+        raise UsageError("the torch frontend (gerules.frontends.torch) has no "
+                         "convert_archive(); export the model to ONNX and parse that")
+    graph: Graph = convert(source, dict(shapes))
     return graph
 
 
