@@ -9,8 +9,8 @@ Invariants:
   (absent: unbounded), ``gelu_approximate`` Gelu's mode. Absent ones take ONNX defaults.
 - FusedConv: ``Y = act(conv(X, W, B) + Z)``; FusedMatMul: ``Y = act(A @ B' + C)`` with
   MatMul's batching, ``B' = B^T`` (last two dims) when ``transB=1``.
-- Attention: ``softmax(Q @ Kt * scale + Mask) @ V`` computed in float32 with the maximum
-  subtracted; ``Kt`` is the already transposed key ``[..., D, Sk]``; ``scale`` defaults to
+- Attention: ``softmax(Q @ Kt * scale + Mask) @ V`` computed in float32 (float64 inputs in
+  float64, so the fusion stays exact for them too) with the maximum subtracted; ``Kt`` is the already transposed key ``[..., D, Sk]``; ``scale`` defaults to
   ``1 / sqrt(D)``.
 - AddLayerNorm: ``S = X + R``, ``Y = LayerNormalization(S)``; the optional second output is
   ``S`` itself (for the next residual).
@@ -155,16 +155,17 @@ def _attn_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     q, kt, v = (need(at(inputs, i), "ge.Attention") for i in range(3))
     scale = call.attrs.get("scale")
     s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)  # type: ignore[arg-type]
-    q32, kt32 = blas_ready(q.astype(np.float32)), blas_ready(kt.astype(np.float32))
-    scores = np.matmul(q32, kt32) * np.float32(s)
+    work = np.float64 if q.dtype == np.float64 else np.float32
+    q32, kt32 = blas_ready(q.astype(work)), blas_ready(kt.astype(work))
+    scores = np.matmul(q32, kt32) * work(s)
     mask = at(inputs, 3)
     if mask is not None:
-        scores = scores + mask.astype(np.float32)
+        scores = scores + mask.astype(work)
     scores = scores - np.max(scores, axis=-1, keepdims=True)
     with np.errstate(all="ignore"):
         p = np.exp(scores)
         p /= np.sum(p, axis=-1, keepdims=True)
-    return [np.matmul(p, blas_ready(v.astype(np.float32))).astype(q.dtype, copy=False)]
+    return [np.matmul(p, blas_ready(v.astype(work))).astype(q.dtype, copy=False)]
 
 
 def _attn_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
