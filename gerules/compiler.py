@@ -1,8 +1,10 @@
 """``compile_model``: the whole conversion, from a loaded graph to a ``.om`` and its report.
 
 Steps: fix input shapes (``input_shape``; every symbolic dim bound, except the batch dim when
-compiling for several batch sizes) -> optimize (``gerules.opt.optimize``) -> plan memory and
-write the ``.om`` (``gerules.build.build_om``), one variant per batch size.
+compiling for several batch sizes) -> select outputs (``out_nodes``) -> optimize
+(``gerules.opt.optimize``) -> precision (``gerules.precision``: Casts per ``precision_mode``,
+measured error against the float32 graph) -> plan memory and write the ``.om``
+(``gerules.build.build_om``), one variant per batch size.
 
 Invariants:
 - The ``.om`` holds the optimized graph, the options, the exact command line and the report;
@@ -10,13 +12,20 @@ Invariants:
 - A dim given in ``input_shape`` replaces the model's dim (atc's ``--input_shape``); ``-1``
   keeps a dim symbolic (named ``batch`` when the model gives it no name), which only makes sense
   with ``dynamic_batch_size``. Symbolic dims left over are bound to 1 with a warning.
+- ``out_nodes`` (atc's ``node:index``) makes those node outputs the graph's outputs, in the
+  given order; nodes nothing needs any more are dropped. Unknown nodes or indices are a
+  ``UsageError`` naming them.
+- ``input_format`` is validated and recorded; it never changes the graph (ONNX is NCHW).
+- ``CompileResult.report`` is plain JSON data: source, options, optimize, precision, memory
+  figures per variant and the time of every phase (``phases_s``).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,13 +34,24 @@ from .build import BuildResult, build_om
 from .cost import DEFAULT_SOC
 from .errors import UsageError
 from .ir.graph import Dim, Graph, TensorType, Value
-from .ir.registry import Registry, default_registry
+from .ir.registry import Registry, default_registry, suggest
 from .ir.verify import verify
 from .opt.optimize import OptimizeOptions, OptimizeReport, optimize
+from .precision import (
+    DEFAULT_MODE,
+    KeepDtype,
+    PrecisionOptions,
+    PrecisionReport,
+    apply_precision,
+    measure_error,
+)
+from .precision.policy import MixChanges
 
 log = logging.getLogger(__name__)
 
 BATCH = "batch"
+INPUT_FORMATS = ("NCHW", "NHWC", "ND")
+Progress = Callable[[str], None]  # called with the name of each phase as it starts
 
 
 @dataclass(frozen=True)
@@ -47,11 +67,29 @@ class CompileOptions:
     enabled: frozenset[str] = frozenset()
     streams: int = 1
     memory_aware: bool = True
+    input_format: str = ""  # "" = not given; else one of INPUT_FORMATS
+    out_nodes: tuple[tuple[str, int], ...] = ()  # (node name, output index)
+    precision_mode: str = DEFAULT_MODE
+    modify_mixlist: MixChanges | None = None  # atc's mixed-precision list changes, parsed
+    keep_dtype: KeepDtype = field(default_factory=KeepDtype)
+    measure_error: bool = True  # run both graphs on random inputs when precision changes
 
     def optimize_options(self) -> OptimizeOptions:
         return OptimizeOptions(opt_level=self.opt_level, soc_version=self.soc_version,
                                target=self.target, disabled=self.disabled,
                                enabled=self.enabled)
+
+    def precision_options(self) -> PrecisionOptions:
+        return PrecisionOptions(self.precision_mode, self.modify_mixlist, self.keep_dtype)
+
+    def check(self) -> None:
+        """Raise ``UsageError`` for a bad value before any work is done."""
+        self.optimize_options().check()
+        self.precision_options().check()
+        if self.input_format and self.input_format not in INPUT_FORMATS:
+            raise UsageError(f"--input_format: unknown format '{self.input_format}'"
+                             f"{suggest(self.input_format, INPUT_FORMATS)}; choose one of "
+                             f"{', '.join(INPUT_FORMATS)}")
 
     def to_json(self) -> dict[str, Any]:
         return {"opt_level": self.opt_level, "soc_version": self.soc_version,
@@ -60,7 +98,9 @@ class CompileOptions:
                 "dynamic_batch_size": list(self.dynamic_batch_size),
                 "fusion_switch_off": sorted(self.disabled),
                 "fusion_switch_on": sorted(self.enabled), "streams": self.streams,
-                "memory_aware": self.memory_aware}
+                "memory_aware": self.memory_aware, "input_format": self.input_format or None,
+                "out_nodes": [f"{n}:{k}" for n, k in self.out_nodes],
+                **self.precision_options().to_json()}
 
 
 @dataclass(frozen=True)
@@ -71,6 +111,9 @@ class CompileResult:
     build: BuildResult
     seconds: float
     report: dict[str, Any]
+    precision: PrecisionReport | None = None
+    phases: Mapping[str, float] = field(default_factory=dict)
+    reference: Graph | None = None  # the optimized graph before precision changes
 
 
 def fix_input_shapes(graph: Graph, given: Mapping[str, Sequence[int]], *, keep_batch: bool
@@ -128,26 +171,114 @@ def _bind(v: Value, dims: Mapping[str, int]) -> Value:
                                                    for d in v.shape)))
 
 
+def select_outputs(graph: Graph, out_nodes: Sequence[tuple[str, int]]) -> Graph:
+    """``graph`` whose outputs are the given node outputs; unneeded nodes dropped."""
+    if not out_nodes:
+        return graph
+    nodes = {n.label: n for n in graph.nodes}
+    outputs = []
+    for name, index in out_nodes:
+        node = nodes.get(name)
+        if node is None:
+            raise UsageError(f"--out_nodes: no node is called '{name}'{suggest(name, nodes)}")
+        if not 0 <= index < len(node.outputs) or not node.outputs[index]:
+            raise UsageError(f"--out_nodes {name}:{index}: node '{name}' ({node.qualified_op}) "
+                             f"has {len(node.outputs)} output(s)")
+        t = graph.type_of(node.outputs[index])
+        outputs.append(Value(node.outputs[index], TensorType(t.dtype if t else "float32",
+                                                             None)))
+    if len({v.name for v in outputs}) != len(outputs):
+        raise UsageError("--out_nodes: the same output is named twice")
+    return prune(graph.replace(outputs=tuple(outputs), value_info={}))
+
+
+def prune(graph: Graph) -> Graph:
+    """``graph`` without the nodes no graph output depends on."""
+    needed = set(graph.output_names)
+    keep = []
+    for node in reversed(graph.nodes):
+        if needed & set(node.outputs):
+            keep.append(node)
+            needed.update(node.present_inputs())
+    inits = {k: v for k, v in graph.initializers.items() if k in needed}
+    return graph.replace(nodes=tuple(reversed(keep)), initializers=inits)
+
+
+def check_input_format(graph: Graph, fmt: str) -> None:
+    """atc's ``--input_format``: checked against the inputs, recorded, never acted on."""
+    if fmt in ("NCHW", "NHWC") and not any(v.type.rank == 4 for v in graph.inputs):
+        raise UsageError(f"--input_format={fmt} needs a 4-D input; the inputs are "
+                         + ", ".join(f"{v.name} {v.type}" for v in graph.inputs)
+                         + " (use ND)")
+    if fmt == "NHWC":
+        log.warning("--input_format=NHWC: ONNX models are NCHW; no layout change is made "
+                    "(the format is only recorded)")
+
+
+class _Phases:
+    """Times each phase and tells ``progress`` when one starts."""
+
+    def __init__(self, progress: Progress | None) -> None:
+        self.times: dict[str, float] = {}
+        self.progress = progress
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        if self.progress is not None:
+            self.progress(name)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.times[name] = self.times.get(name, 0.0) + time.perf_counter() - start
+
+
 def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
                   command_line: str = "", source: str = "",
-                  registry: Registry | None = None) -> CompileResult:
+                  registry: Registry | None = None,
+                  progress: Progress | None = None) -> CompileResult:
     """Optimize ``graph`` and write ``output`` (a ``.om``); returns what was done."""
     start = time.perf_counter()
     registry = registry or default_registry()
+    options.check()
+    phase = _Phases(progress)
     dynamic = bool(options.dynamic_batch_size)
+    with phase("shapes"):
+        graph, batch_dims = _prepare(graph, options, dynamic, registry)
+    with phase("optimize"):
+        optimized, opt_report = optimize(graph, options.optimize_options(), registry)
+    with phase("precision"):
+        final, prec = apply_precision(optimized, options.precision_options(),
+                                      source_names=[n.label for n in graph.nodes],
+                                      fusions=opt_report.fusions,
+                                      soc=options.soc_version, registry=registry)
+    dims = [{d: b for d in batch_dims} for b in options.dynamic_batch_size] or [{}]
+    if final is not optimized and options.measure_error:
+        with phase("measure precision error"):
+            prec.errors = measure_error(optimized, final, dims=dims[0], registry=registry)
+    report = {"source": source, "options": options.to_json(),
+              "optimize": opt_report.to_json(), "precision": prec.to_json(),
+              "phases_s": {k: round(v, 4) for k, v in phase.times.items()}}
+    with phase("plan memory and write"):
+        build = build_om(final, output, options=options.to_json(), report=report,
+                         command_line=command_line, streams=options.streams,
+                         memory_aware=options.memory_aware, dims=dims, registry=registry)
+    report["memory"] = {v.name: v.plan.figures.to_json() for v in build.variants
+                        if v.plan.figures}
+    report["phases_s"] = {k: round(v, 4) for k, v in phase.times.items()}
+    return CompileResult(build.path, final, opt_report, build, time.perf_counter() - start,
+                         report, prec, dict(phase.times), optimized)
+
+
+def _prepare(graph: Graph, options: CompileOptions, dynamic: bool, registry: Registry
+             ) -> tuple[Graph, list[str]]:
     graph, batch_dims = fix_input_shapes(graph, options.input_shape, keep_batch=dynamic)
     if dynamic and not batch_dims:
         raise UsageError("--dynamic_batch_size needs a dynamic batch dim: give it as -1 in "
                          "--input_shape (e.g. 'x:-1,3,224,224')")
+    if options.input_format:
+        check_input_format(graph, options.input_format)
     graph = verify(graph, registry)
-    optimized, opt_report = optimize(graph, options.optimize_options(), registry)
-    dims = [{d: b for d in batch_dims} for b in options.dynamic_batch_size] or [{}]
-    report = {"source": source, "options": options.to_json(),
-              "optimize": opt_report.to_json()}
-    build = build_om(optimized, output, options=options.to_json(), report=report,
-                     command_line=command_line, streams=options.streams,
-                     memory_aware=options.memory_aware, dims=dims, registry=registry)
-    report["memory"] = {v.name: v.plan.figures.to_json() for v in build.variants
-                        if v.plan.figures}
-    return CompileResult(build.path, optimized, opt_report, build,
-                         time.perf_counter() - start, report)
+    if options.out_nodes:
+        graph = verify(select_outputs(graph, options.out_nodes), registry)
+    return graph, batch_dims

@@ -1,38 +1,60 @@
-"""``ge-rewrite compile MODEL --output NAME``: convert a model into ``NAME.om``.
+"""``ge-rewrite compile MODEL --output NAME``: convert a model into ``NAME.om`` (atc's job).
 
 Invariants:
-- The work is ``gerules.compiler.compile_model``; this module only parses flags (atc's
-  spellings and ours), loads the model and prints the summary.
-- ``NAME.om`` is written atomically (``NAME`` may already end in ``.om``); ``--report PATH``
-  writes the JSON report atomically too. The file records the exact command line.
+- The work is ``gerules.compiler.compile_model``; this module parses flags (atc's spellings
+  and ours, see ``atc`` for modes 1/3/6 and the atc flags we lack), loads the model (ONNX, or
+  PyTorch through ``gerules.frontends.torch``) and prints the summary.
+- Every flag value is checked before the model is loaded; a bad one is one line, exit 2.
+- ``NAME.om`` is written atomically (``NAME`` may already end in ``.om``); ``--report X.html``
+  writes the HTML page and ``X.json`` beside it, ``--report X.json`` only the JSON; the file
+  records the exact command line. A short summary goes to stdout, progress to stderr (only on
+  a terminal).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from ..compiler import CompileOptions, compile_model
 from ..errors import UsageError
-from ..fileio import atomic_write, check_output_path
+from ..fileio import check_output_path
+from ..ir.graph import Graph
 from ..onnx_io import DEFAULT_MAX_TENSOR_BYTES, load_model
-from . import options, summary
+from ..onnx_io.load import read_file
+from . import atc, options, summary
+from .progress import Progress
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("compile", help="compile a model into a .om offline model",
                        description="Optimize a model for the NPU, plan its memory and write "
-                       "NAME.om (atc's flag names are accepted).")
-    p.add_argument("model", type=Path, nargs="?", help="model file (.onnx)")
+                       "NAME.om. atc's flag names are accepted (docs/CONVERTING.md).")
+    p.add_argument("model", type=Path, nargs="?", help="model file (.onnx, or .pt/.pt2)")
     p.add_argument("--model", dest="model_flag", type=Path, help="model file (atc spelling)")
-    p.add_argument("--output", required=True, metavar="NAME", help="write NAME.om")
+    p.add_argument("--output", metavar="NAME", help="write NAME.om")
+    p.add_argument("--framework", metavar="F",
+                   help="5 = ONNX (default for .onnx), pytorch = TorchScript or torch.export "
+                   "archive (default for .pt/.pt2)")
+    p.add_argument("--mode", default="0", metavar="M",
+                   help="0 compile (default), 1 .om to JSON, 3 pre-check only, 6 .om info")
+    p.add_argument("--om", type=Path, metavar="NAME.om", help="the .om for --mode 1 and 6")
+    p.add_argument("--json", type=Path, metavar="FILE", help="--mode 1/6: write JSON here")
+    p.add_argument("--check_report", type=Path, metavar="FILE",
+                   help="--mode 3: the report file (default check_result.json)")
     options.add_optimizer_flags(p, target="npu")
+    options.add_conversion_flags(p)
     p.add_argument("--dynamic_batch_size", "--dynamic-batch-size", metavar="B1,B2,...",
                    help="one plan per batch size (the batch dim is -1 in --input_shape)")
     p.add_argument("--streams", type=int, default=1, metavar="N",
                    help="run independent branches on N streams (default 1)")
-    p.add_argument("--report", type=Path, metavar="PATH", help="write the JSON report here")
+    p.add_argument("--enable_single_stream", metavar="true|false",
+                   help="atc spelling: true means --streams 1")
+    p.add_argument("--report", type=Path, metavar="PATH",
+                   help="X.html: the HTML report and X.json beside it; X.json: JSON only")
+    p.add_argument("--log", choices=options.LOG_LEVELS, default=argparse.SUPPRESS,
+                   help="log level (atc's --log; also accepted before 'compile')")
+    atc.add_unsupported(p)
     p.set_defaults(func=run)
 
 
@@ -47,13 +69,15 @@ def model_path(args: argparse.Namespace) -> Path:
 
 def compile_options(args: argparse.Namespace) -> CompileOptions:
     switches = options.switches(args)
-    if not 1 <= args.streams <= 64:
-        raise UsageError(f"--streams must be between 1 and 64, got {args.streams}")
-    return CompileOptions(
+    streams = options.stream_count(args.streams, args.enable_single_stream)
+    opts = CompileOptions(
         opt_level=args.opt_level, soc_version=args.soc_version, target=args.target,
         input_shape=options.input_shapes(args.input_shape),
         dynamic_batch_size=batch_sizes(args.dynamic_batch_size),
-        disabled=switches.off, enabled=switches.on, streams=args.streams)
+        disabled=switches.off, enabled=switches.on, streams=streams,
+        **options.conversion_options(args))
+    opts.check()
+    return opts
 
 
 def batch_sizes(text: str | None) -> tuple[int, ...]:
@@ -70,18 +94,69 @@ def batch_sizes(text: str | None) -> tuple[int, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
+    mode = atc.mode(str(args.mode))
+    if mode == "1":
+        return atc.om_to_json(args)
+    if mode == "6":
+        return atc.model_info(args)
     source = model_path(args)
-    output = Path(args.output if args.output.endswith(".om") else f"{args.output}.om")
+    framework = atc.framework(args.framework, source)
+    if mode == "3":
+        return atc.pre_check(args, source, _onnx_bytes(source, framework, args))
+    return _compile(args, source, framework)
+
+
+def _output(args: argparse.Namespace) -> Path:
+    if not args.output:
+        raise UsageError("compile: --output NAME is required (writes NAME.om)")
+    return Path(args.output if args.output.endswith(".om") else f"{args.output}.om")
+
+
+def _compile(args: argparse.Namespace, source: Path, framework: str) -> int:
+    output = _output(args)
     check_output_path(output, [source])
     if args.report:
-        check_output_path(args.report, [source, output])
+        from ..report import report_paths
+
+        for path in report_paths(args.report):
+            if path is not None:
+                check_output_path(path, [source, output])
     opts = compile_options(args)
-    graph = load_model(source, max_bytes=DEFAULT_MAX_TENSOR_BYTES)
-    result = compile_model(graph, opts, output, command_line=args.command_line,
-                           source=str(source))
-    if args.report:
-        atomic_write(args.report, json.dumps(result.report, indent=1).encode())
+    with Progress() as progress:
+        progress(f"load {framework} model")
+        graph = _load(source, framework, opts)
+        result = compile_model(graph, opts, output, command_line=args.command_line,
+                               source=str(source), progress=progress)
+        written = _write_report(args, result, progress) if args.report else []
     print(summary.optimize_summary(result.optimize))
+    print(summary.precision_summary(result.report["precision"]))
     print()
     print(summary.build_summary(result.build))
+    for path in written:
+        print(f"wrote {path}")
     return 0
+
+
+def _load(source: Path, framework: str, opts: CompileOptions) -> Graph:
+    if framework == "pytorch":
+        from ..frontends.torch import convert_archive
+
+        batch = min(opts.dynamic_batch_size or (1,))
+        return convert_archive(source, opts.input_shape, batch=batch)
+    return load_model(source, max_bytes=DEFAULT_MAX_TENSOR_BYTES)
+
+
+def _onnx_bytes(source: Path, framework: str, args: argparse.Namespace) -> bytes:
+    if framework == "pytorch":
+        from ..frontends.torch import archive_onnx
+
+        return archive_onnx(source, options.input_shapes(args.input_shape))
+    return read_file(source)
+
+
+def _write_report(args: argparse.Namespace, result: object, progress: Progress) -> list[Path]:
+    from ..report import conversion_report, write_report
+
+    progress("write the report")
+    report = conversion_report(result, command_line=args.command_line)  # type: ignore[arg-type]
+    return write_report(args.report, report)

@@ -21,6 +21,7 @@ import traceback
 from collections.abc import Sequence
 
 from ..errors import GeError
+from .atc import route
 
 PROG = "ge-rewrite"
 
@@ -54,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     raw = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(raw)
+    args = parser.parse_args(route(raw))  # atc-style lines (--model=...) mean compile
     args.command_line = shlex.join([PROG, *raw])  # recorded verbatim in what we write
     if args.log != "null":
         logging.basicConfig(level=args.log.upper(), format=f"{PROG}: %(levelname)s: %(message)s")

@@ -1,16 +1,25 @@
 """Flags shared by ``compile`` and ``optimize`` (atc's spellings and ours), parsed to options.
 
-Invariant: every bad flag value is a ``UsageError`` naming the flag (exit 2).
+Invariants: every bad flag value is a ``UsageError`` naming the flag (exit 2); files named by
+flags (fusion switches, mixed-precision lists, keep_dtype) are read and checked here, before
+any model is loaded.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
+from typing import Any
 
 from ..cost import DEFAULT_SOC
 from ..errors import UsageError
-from ..opt.optimize import LEVELS, TARGETS
-from ..opt.switches import Switches, read_switch_file
+from ..ir.registry import suggest
+from ..opt.optimize import LEVELS, TARGETS, rule_library
+from ..opt.switches import ATC_NAMES, Switches, read_switch_file
+from ..precision import DEFAULT_MODE, MODES, KeepDtype, read_keep_dtype, read_mixlist
+from ..precision.policy import check_mode
+
+log = logging.getLogger(__name__)
 
 
 def add_optimizer_flags(p: argparse.ArgumentParser, *, target: str) -> None:
@@ -30,9 +39,18 @@ def add_optimizer_flags(p: argparse.ArgumentParser, *, target: str) -> None:
 
 
 def switches(args: argparse.Namespace) -> Switches:
+    """The fusion switch file; unknown names are a warning on stderr and are dropped."""
     if not args.fusion_switch_file:
         return Switches(frozenset(), frozenset())
-    return read_switch_file(args.fusion_switch_file)
+    read = read_switch_file(args.fusion_switch_file)
+    library = rule_library()
+    known = set(library.rulesets) | {r.name for r in library.rules} | {"ALL"}
+    for name in sorted((read.off | read.on) - known):
+        log.warning("%s: unknown fusion switch '%s'%s (valid: 'ALL', the rulesets %s, the "
+                    "rule names of 'ge-rewrite rules list', and the atc passes %s); ignored",
+                    args.fusion_switch_file, name, suggest(name, known | set(ATC_NAMES)),
+                    ", ".join(sorted(library.rulesets)), ", ".join(sorted(ATC_NAMES)))
+    return Switches(read.off & known, read.on & known)
 
 
 def input_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
@@ -51,3 +69,57 @@ def input_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
                 raise UsageError(f"--input_shape: negative dim in '{part}' (-1 = dynamic)")
             out[name] = values
     return out
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error", "null")
+
+
+def add_conversion_flags(p: argparse.ArgumentParser) -> None:
+    """atc's conversion flags: formats, outputs and precision."""
+    p.add_argument("--input_format", metavar="FMT",
+                   help="NCHW, NHWC or ND: checked against the inputs and recorded (the graph "
+                   "is not changed; ONNX is NCHW)")
+    p.add_argument("--out_nodes", metavar="NODE:K;...",
+                   help="make these node outputs the graph outputs ('conv1:0;fc:0')")
+    p.add_argument("--precision_mode", default=DEFAULT_MODE, metavar="MODE",
+                   help=f"{', '.join(MODES)} (default {DEFAULT_MODE}; atc's default is "
+                   "force_fp16)")
+    p.add_argument("--modify_mixlist", metavar="FILE.json",
+                   help="atc's black/white/gray list changes (allow_mix_precision only)")
+    p.add_argument("--keep_dtype", metavar="FILE",
+                   help="nodes (or OpType::Name) that keep their original dtype, one a line")
+
+
+def conversion_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``CompileOptions`` fields of ``add_conversion_flags`` (files read, checked)."""
+    check_mode(args.precision_mode)
+    return {
+        "input_format": (args.input_format or "").upper(),
+        "out_nodes": out_nodes(args.out_nodes),
+        "precision_mode": args.precision_mode,
+        "modify_mixlist": read_mixlist(args.modify_mixlist) if args.modify_mixlist else None,
+        "keep_dtype": read_keep_dtype(args.keep_dtype) if args.keep_dtype else KeepDtype(),
+    }
+
+
+def out_nodes(text: str | None) -> tuple[tuple[str, int], ...]:
+    """``"a:0;b:1"`` -> ``(("a", 0), ("b", 1))`` (atc's ``--out_nodes``)."""
+    out = []
+    for part in filter(None, (p.strip() for p in (text or "").split(";"))):
+        name, sep, index = part.rpartition(":")
+        if not sep or not name or not index.strip().isdigit():
+            raise UsageError(f"--out_nodes: expected NODE:INDEX in '{part}' (e.g. 'conv1:0')")
+        out.append((name, int(index)))
+    return tuple(out)
+
+
+def stream_count(streams: int, single: str | None) -> int:
+    if single is not None:
+        value = single.strip().lower()
+        if value not in ("true", "false"):
+            raise UsageError(f"--enable_single_stream: expected true or false, got '{single}'")
+        if value == "true":
+            return 1
+    if not 1 <= streams <= 64:
+        raise UsageError(f"--streams must be between 1 and 64, got {streams}")
+    return streams

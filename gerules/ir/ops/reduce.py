@@ -202,11 +202,11 @@ def _cumsum_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
 def _cumsum_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     x, axis_t = need(at(inputs, 0), "CumSum"), need(at(inputs, 1), "CumSum", "axis")
     axis = norm_axis(ints(axis_t)[0], x.ndim)
-    y = np.flip(x, axis) if iattr(call, "reverse") else x
-    s = np.cumsum(y, axis=axis, dtype=x.dtype)
+    y = widen(np.flip(x, axis) if iattr(call, "reverse") else x)  # float16 sums in float32
+    s = np.cumsum(y, axis=axis, dtype=y.dtype)
     if iattr(call, "exclusive"):
         s = s - y
-    return [np.flip(s, axis) if iattr(call, "reverse") else s]
+    return [(np.flip(s, axis) if iattr(call, "reverse") else s).astype(x.dtype, copy=False)]
 
 
 # ----------------------------------------------------------------------------- TopK

@@ -1,0 +1,303 @@
+"""The conversion report as one self-contained HTML page (inline CSS and SVG, no scripts).
+
+Invariants:
+- ``render(report)`` is a pure function of the JSON report (``collect.conversion_report``):
+  the same report gives the same bytes.
+- Every string that came from the model or the command line (node, tensor, op and rule names,
+  guard reasons, paths) is escaped; the page loads nothing from the network and runs no script.
+- The page is well-formed XML (polyglot XHTML: every element closed, attributes quoted), so it
+  can be checked with an XML parser; sections have stable ids (``ops``, ``fusions``,
+  ``rejected``, ``latency``, ``precision``, ``memory``, ``saturation``, ``phases``).
+- Every cost figure is labelled as an estimate; the precision error is labelled as measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .svg import Block, Pair, esc, lifetime_chart, paired_bars
+
+SECTIONS = ("summary", "ops", "latency", "fusions", "rejected", "precision", "memory",
+            "saturation", "phases")
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d2733;
+margin:0;background:#eef1f5}
+main{max-width:1000px;margin:0 auto;padding:20px 28px 40px;background:#fff}
+h1{font-size:22px;margin:4px 0 2px}h2{font-size:17px;margin:28px 0 8px;
+border-bottom:2px solid #e3e7ed;padding-bottom:4px}
+.sub{color:#5b6775;margin:0 0 12px;overflow-wrap:anywhere}
+code{font:12px/1.4 ui-monospace,Menlo,monospace;background:#f3f5f8;padding:1px 4px;
+border-radius:3px}p code{overflow-wrap:anywhere}td code{white-space:nowrap}
+h3{font-size:14px;margin:16px 0 4px}details{margin:2px 0 8px}summary{cursor:pointer;
+color:#2f6db5}
+.cards{display:flex;flex-wrap:wrap;gap:10px;margin:14px 0}
+.card{flex:1 1 170px;border:1px solid #dde2e9;border-radius:8px;padding:8px 12px;
+background:#fafbfc}.card b{display:block;font-size:19px}.card span{color:#5b6775;font-size:12px}
+table{border-collapse:collapse;width:100%;margin:6px 0 4px;font-size:13px}
+th,td{padding:3px 8px;border-bottom:1px solid #e8ebf0;text-align:left;vertical-align:top;
+overflow-wrap:anywhere}
+th{background:#f3f5f8;font-weight:600}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
+.est{display:inline-block;font-size:11px;color:#7a4b00;background:#fff3d6;border-radius:3px;
+padding:0 5px;margin-left:6px;vertical-align:middle}
+.meas{display:inline-block;font-size:11px;color:#0b5a2a;background:#dcf5e6;border-radius:3px;
+padding:0 5px;margin-left:6px;vertical-align:middle}
+.warn{color:#8a3b00}.muted{color:#6b7684}.lbl{font:11px sans-serif;fill:#33404d}
+.val{font:10px sans-serif;fill:#5b6775}svg{display:block;margin:6px 0}
+"""
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], numeric: Iterable[int] = ()
+           ) -> str:
+    right = set(numeric)
+    head = "".join(f'<th class="n">{esc(h)}</th>' if k in right else f"<th>{esc(h)}</th>"
+                   for k, h in enumerate(headers))
+    body = []
+    for row in rows:
+        cells = "".join(f'<td class="n">{_cell(v)}</td>' if k in right else f"<td>{_cell(v)}</td>"
+                        for k, v in enumerate(row))
+        body.append(f"<tr>{cells}</tr>")
+    if not body:
+        body.append(f'<tr><td colspan="{len(headers)}" class="muted">none</td></tr>')
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _long_table(headers: Sequence[str], rows: Sequence[Sequence[Any]],
+                numeric: Iterable[int] = (), shown: int = 10) -> str:
+    """The first ``shown`` rows, the rest in a ``<details>`` block (no script needed)."""
+    numeric = tuple(numeric)
+    if len(rows) <= shown + 2:
+        return _table(headers, rows, numeric)
+    rest = _table(headers, rows[shown:], numeric)
+    return (_table(headers, rows[:shown], numeric)
+            + f"<details><summary>{len(rows) - shown} more rows</summary>{rest}</details>")
+
+
+class Raw(str):
+    """Markup built here (already escaped), passed through ``_cell`` unchanged."""
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, Raw):
+        return str(v)
+    if isinstance(v, float):
+        return f"{v:,.1f}" if abs(v) >= 10 else f"{v:.3g}"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    return esc("" if v is None else v)
+
+
+def _section(key: str, title: str, body: str, tag: str = "") -> str:
+    return f'<section id="{key}"><h2>{esc(title)}{tag}</h2>{body}</section>'
+
+
+EST = Raw('<span class="est">estimate</span>')
+MEAS = Raw('<span class="meas">measured</span>')
+
+
+def mib(n: Any) -> str:
+    """A byte count for people: B, KiB, MiB or GiB."""
+    value = float(n or 0)
+    for unit in ("B", "KiB", "MiB"):
+        if value < 1024:
+            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1024
+    return f"{value:,.2f} GiB"
+
+
+def _card(value: str, label: str) -> str:
+    return f'<div class="card"><b>{esc(value)}</b><span>{esc(label)}</span></div>'
+
+
+def summary(r: Mapping[str, Any]) -> str:
+    opt, opts = r.get("optimize", {}), r.get("options", {})
+    est = opt.get("estimate", {})
+    before = est.get("before", {}).get("total_us", 0.0)
+    after = r.get("precision", {}).get("estimate", {}).get(
+        "estimated_us_after", est.get("after", {}).get("total_us", 0.0))
+    first = next(iter(r.get("memory", {}).values()), {})
+    speed = before / after if after else 0.0
+    cards = [
+        _card(f"{opt.get('nodes', {}).get('before', 0)} \u2192 "
+              f"{opt.get('nodes', {}).get('after', 0)}", "nodes before \u2192 after"),
+        _card(f"{before:,.0f} \u2192 {after:,.0f} \u00b5s",
+              f"latency ({speed:.2f}x), estimate"),
+        _card(mib(first.get("arena")), f"arena (no reuse: {mib(first.get('no_reuse'))})"),
+        _card(mib(first.get("weights")), "weights"),
+        _card(str(opts.get("precision_mode", "")), "precision mode"),
+        _card(f"{r.get('seconds', 0):.2f} s", "conversion time"),
+    ]
+    facts = [("model", r.get("source", "")), ("output", r.get("output", "")),
+             ("SoC", opts.get("soc_version", "")), ("opt level", opts.get("opt_level", "")),
+             ("target", opts.get("target", "")),
+             ("variants", ", ".join(v.get("name", "") for v in r.get("variants", [])))]
+    rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in facts)
+    cmd = r.get("command_line") or ""
+    return (f'<div class="cards">{"".join(cards)}</div><table>{rows}</table>'
+            + (f"<p>command line: <code>{esc(cmd)}</code></p>" if cmd else ""))
+
+
+def ops(r: Mapping[str, Any]) -> str:
+    opt = r.get("optimize", {})
+    before, after = opt.get("ops", {}).get("before", {}), opt.get("ops", {}).get("after", {})
+    est = opt.get("estimate", {})
+    eb = est.get("before", {}).get("by_op_us", {})
+    ea = est.get("after", {}).get("by_op_us", {})
+    names = sorted(set(before) | set(after), key=lambda o: (-before.get(o, 0), o))
+    rows = [(o, before.get(o, 0), after.get(o, 0), float(eb.get(o, 0.0)), float(ea.get(o, 0.0)))
+            for o in names]
+    return _table(["op", "count before", "count after", "est. \u00b5s before",
+                   "est. \u00b5s after"], rows, numeric=(1, 2, 3, 4))
+
+
+def latency(r: Mapping[str, Any]) -> str:
+    est = r.get("optimize", {}).get("estimate", {})
+    eb = est.get("before", {}).get("by_op_us", {})
+    ea = est.get("after", {}).get("by_op_us", {})
+    rows = [Pair(o, float(eb.get(o, 0.0)), float(ea.get(o, 0.0))) for o in set(eb) | set(ea)]
+    label = est.get("after", {}).get("label") or r.get("estimate_label", "")
+    chart = paired_bars(rows, unit="\u00b5s", title="estimated latency per op type")
+    return chart + f'<p class="muted">{esc(label)}; symbolic dims count as 1.</p>'
+
+
+def fusions(r: Mapping[str, Any]) -> str:
+    found = r.get("optimize", {}).get("fusions", [])
+    by_rule: dict[str, list[Mapping[str, Any]]] = {}
+    for f in found:
+        by_rule.setdefault(str(f.get("rule")), []).append(f)
+    counts = [(Raw(f"<code>{esc(rule)}</code>"), len(fs),
+               ", ".join(sorted({str(f.get("op")) for f in fs})),
+               " + ".join(str(x.get("op")) for x in fs[0].get("replaced", [])))
+              for rule, fs in sorted(by_rule.items(), key=lambda kv: -len(kv[1]))]
+    rows = []
+    for f in found:
+        replaced = ", ".join(f"{x.get('node')} ({x.get('op')})" for x in f.get("replaced", []))
+        rows.append((Raw(f"<code>{esc(f.get('rule'))}</code>"), f.get("node"),
+                     Raw(f"<code>{esc(f.get('op'))}</code>"), replaced))
+    return (_table(["rule", "fusions", "creates", "replaces (first one)"], counts, (1,))
+            + f"<h3>all {len(rows)} fusions</h3>"
+            + _long_table(["rule", "new node", "op", "replaced nodes"], rows, shown=6))
+
+
+def rejected(r: Mapping[str, Any]) -> str:
+    rows = []
+    for rule, stats in sorted(r.get("optimize", {}).get("rules", {}).items()):
+        for reason, count in sorted(stats.get("rejected", {}).items(), key=lambda kv: -kv[1]):
+            rows.append((Raw(f"<code>{esc(rule)}</code>"), Raw(f"<code>{esc(reason)}</code>"),
+                         count))
+    applied = sorted(((k, v) for k, v in r.get("optimize", {}).get("rules", {}).items()
+                      if v.get("applied")), key=lambda kv: -kv[1].get("applied", 0))
+    table = _table(["rule", "rule applied", "matches"],
+                   [(Raw(f"<code>{esc(k)}</code>"), v.get("applied", 0), v.get("matches", 0))
+                    for k, v in applied], numeric=(1, 2))
+    return (_long_table(["rule", "guard that failed", "times"], rows, numeric=(2,))
+            + "<h3>rules applied</h3>" + table)
+
+
+def precision(r: Mapping[str, Any]) -> str:
+    p = r.get("precision", {})
+    mode, est = p.get("mode", ""), p.get("estimate", {})
+    parts = [f"<p>mode <code>{esc(mode)}</code> (the default here is "
+             f"<code>{esc(p.get('default_mode', ''))}</code>; atc's is "
+             "<code>force_fp16</code>).</p>"]
+    if "estimated_us_fp16" in est:
+        parts.append(f"<p>Nothing changed dtype. Under <code>force_fp16</code> the model would "
+                     f"take {est['estimated_us_fp16']:,.1f} \u00b5s instead of "
+                     f"{est['estimated_us']:,.1f} \u00b5s{EST} and its weights "
+                     f"{mib(est.get('weights_bytes_fp16'))} instead of "
+                     f"{mib(est.get('weights_bytes'))}.</p>")
+    if "nodes_converted" in p:
+        parts.append(_table(["", "value"], [
+            (f"nodes computing in {p.get('target_dtype')}", p["nodes_converted"]),
+            (f"float nodes kept in {p.get('source_dtype')}", len(p.get("kept", []))),
+            ("Casts inserted", p.get("casts_inserted", 0)),
+            ("Casts retargeted", p.get("casts_retargeted", 0)),
+            ("Casts left after the simplify rules", p.get("casts_after_rules", 0)),
+            ("weights converted ahead of time", p.get("weights_converted", 0)),
+            ("weight bytes before \u2192 after",
+             f"{mib(p.get('weight_bytes', {}).get('before'))} \u2192 "
+             f"{mib(p.get('weight_bytes', {}).get('after'))}"),
+            ("weight values saturated", p.get("weight_saturated", 0)),
+            ("estimated \u00b5s before \u2192 after",
+             f"{est.get('estimated_us_before', 0):,.1f} \u2192 "
+             f"{est.get('estimated_us_after', 0):,.1f} (estimate)"),
+        ], numeric=(1,)))
+        parts.append("<h3>kept in their original dtype</h3>" + _long_table(
+            ["node", "op", "why"],
+            [(k.get("node"), k.get("op"), k.get("reason")) for k in p.get("kept", [])]))
+    error = p.get("error")
+    if error:
+        parts.append(f"<h3>output error against {esc(error.get('reference'))}{MEAS}</h3>")
+        parts.append(_table(["output", "max abs error", "max rel error (to max |ref|)",
+                             "finite"],
+                            [(e.get("output"), _sci(e.get("max_abs")), _sci(e.get("max_rel")),
+                              "yes" if e.get("finite") else "NO")
+                             for e in error.get("outputs", [])], numeric=(1, 2)))
+        parts.append(f'<p class="muted">inputs: {esc(error.get("inputs"))}</p>')
+    return "".join(parts)
+
+
+def _sci(x: Any) -> str:
+    return "inf" if x is None else f"{float(x):.2e}"
+
+
+def memory(r: Mapping[str, Any]) -> str:
+    keys = ("no_reuse", "lower_bound", "file_order_bound", "arena", "weights", "inputs")
+    rows = [(name, *(Raw(esc(mib(f.get(k)))) for k in keys), f.get("strategy"), f.get("order"))
+            for name, f in r.get("memory", {}).items()]
+    table = _table(["variant", "no reuse", "lower bound", "file-order bound", "arena",
+                    "weights", "inputs", "offsets by", "order"], rows, numeric=range(1, 7))
+    arena = r.get("arena") or {}
+    blocks = [Block(str(b["tensor"]), int(b["offset"]), int(b["size"]), int(b["first"]),
+                    int(b["last"])) for b in arena.get("blocks", [])]
+    chart = lifetime_chart(blocks, int(arena.get("arena_bytes", 0)), int(arena.get("steps", 0)),
+                           title=f"arena lifetimes ({arena.get('variant', '')})")
+    return (table + f"<h3>arena of variant <code>{esc(arena.get('variant', ''))}</code>: "
+            f"{len(blocks)} tensors in {mib(arena.get('arena_bytes'))}</h3>" + chart
+            + '<p class="muted">Each rectangle is a tensor: from the step that writes it to its '
+              "last reader (x), at its offset in the arena (y). Rectangles sharing a block in "
+              "turn are reuse; none overlap while alive (the planner verifies it).</p>")
+
+
+def saturation(r: Mapping[str, Any]) -> str:
+    opt = r.get("optimize", {})
+    sat, lim = opt.get("saturation", {}), opt.get("saturation", {}).get("limits", {})
+    rows = [("stop reason", sat.get("stop_reason")), ("iterations", sat.get("iterations")),
+            ("e-nodes", sat.get("egraph_nodes")), ("e-classes", sat.get("egraph_classes")),
+            ("limits", f"{lim.get('iterations')} iterations, {lim.get('nodes')} e-nodes, "
+                       f"{lim.get('seconds')} s"),
+            ("extraction", ", ".join(f"{k}: {v}" for k, v in opt.get("extraction", {}).items())
+             or ("ILP" if opt.get("opt_level") == "O3" else "greedy, DAG-aware")),
+            ("switched off", ", ".join(opt.get("disabled", [])) or "nothing")]
+    warnings = "".join(f'<p class="warn">warning: {esc(w)}</p>' for w in opt.get("warnings", []))
+    return _table(["", "value"], rows) + warnings
+
+
+def phases(r: Mapping[str, Any]) -> str:
+    rows = [(k, float(v)) for k, v in r.get("phases_s", {}).items()]
+    opt = [(f"optimize: {k}", float(v)) for k, v in r.get("optimize", {}).get("phases_s",
+                                                                                 {}).items()]
+    return _table(["phase", "seconds"], rows + opt, numeric=(1,))
+
+
+def render(r: Mapping[str, Any]) -> str:
+    """The whole page (see the module invariants)."""
+    title = f"gerules conversion report: {r.get('source', '')}"
+    body = [f"<h1>Conversion report</h1><p class=\"sub\">{esc(r.get('source', ''))} \u2192 "
+            f"{esc(r.get('output', ''))}</p>",
+            _section("summary", "Summary", summary(r)),
+            _section("ops", "Operators before and after", ops(r), EST),
+            _section("latency", "Estimated latency per op type", latency(r), EST),
+            _section("fusions", "Fusions (the rule and the nodes each replaced)", fusions(r)),
+            _section("rejected", "Rules that matched but were not applied", rejected(r)),
+            _section("precision", "Precision", precision(r)),
+            _section("memory", "Memory", memory(r)),
+            _section("saturation", "Saturation: limits and stop reason", saturation(r)),
+            _section("phases", "Time per phase", phases(r)),
+            f'<p class="muted">{esc(r.get("estimate_label", ""))}. Latencies are estimates, '
+            "never measurements; the precision error is measured on this machine's CPU.</p>"]
+    return ('<!DOCTYPE html>\n<html xmlns="http://www.w3.org/1999/xhtml" lang="en"><head>'
+            '<meta charset="utf-8"/><meta name="viewport" content="width=device-width"/>'
+            f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>"
+            + "".join(body) + "</main></body></html>\n")

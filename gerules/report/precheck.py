@@ -1,0 +1,76 @@
+"""atc ``--mode=3``: which ops of a model we support, node by node (``check_result.json``).
+
+Invariants:
+- Every node of the main graph gets one entry: ``supported`` when the op registry has the op
+  at the model's opset for its domain, else ``unsupported`` with the reason (unknown op with a
+  "did you mean", an opset too old, an unknown domain).
+- When every op is known the whole model is also loaded (verify + shape inference); a failure
+  there is recorded under ``errors`` with the node it names, and that node is marked
+  ``failed``. Nothing is compiled or written besides the JSON the caller writes.
+- ``result`` is ``"success"`` only when every node is supported and the model loads.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import onnx
+
+from ..errors import GeError
+from ..ir.registry import Registry, default_registry
+from ..onnx_io import load_model, parse
+from ..onnx_io.reader import DOMAIN_ALIASES
+
+
+def _opsets(model: onnx.ModelProto) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for imp in model.opset_import:
+        domain = DOMAIN_ALIASES.get(imp.domain, imp.domain)
+        out[domain] = int(imp.version)
+    return out
+
+
+def _check_node(node: onnx.NodeProto, index: int, opsets: dict[str, int], registry: Registry
+                ) -> dict[str, Any]:
+    name = node.name or f"{node.op_type}_{index}"
+    op = f"{node.domain}.{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
+    entry: dict[str, Any] = {"name": name, "op": op, "result": "supported"}
+    domain = DOMAIN_ALIASES.get(node.domain)
+    if domain is None:
+        entry.update(result="unsupported", reason=f"unknown domain '{node.domain}'")
+        return entry
+    try:
+        registry.get(node.op_type, domain, opsets.get(domain))
+    except GeError as e:
+        entry.update(result="unsupported", reason=e.message)
+    return entry
+
+
+def precheck(data: bytes, label: str, registry: Registry | None = None) -> dict[str, Any]:
+    """The ``check_result.json`` content for the ONNX model ``data`` (see the invariants)."""
+    registry = registry or default_registry()
+    model = parse(data)
+    opsets = _opsets(model)
+    nodes = [_check_node(n, k, opsets, registry) for k, n in enumerate(model.graph.node)]
+    errors: list[dict[str, Any]] = []
+    if all(n["result"] == "supported" for n in nodes):
+        try:
+            load_model(data)
+        except GeError as e:
+            errors.append({"node": e.node, "tensor": e.tensor, "message": str(e)})
+            for n in nodes:
+                if n["name"] == e.node:
+                    n.update(result="failed", reason=e.message)
+    counts = Counter(n["result"] for n in nodes)
+    ops = Counter(n["op"] for n in nodes)
+    bad_ops = sorted({n["op"] for n in nodes if n["result"] != "supported"})
+    return {
+        "model": label, "format": "gerules check_result 1",
+        "result": "success" if not bad_ops and not errors else "failed",
+        "summary": {"nodes": len(nodes), "supported": counts["supported"],
+                    "unsupported": counts["unsupported"], "failed": counts["failed"],
+                    "op_types": len(ops), "unsupported_op_types": bad_ops},
+        "op_types": {op: ops[op] for op in sorted(ops)},
+        "opset": opsets, "errors": errors, "nodes": nodes,
+    }
