@@ -12,8 +12,8 @@ Invariants:
 - A ``POp`` matches only e-nodes with its op and *exactly* its arity; a missing attribute fails.
 - Ops in ``commutative`` are matched in both orders of their first two children; the distinct
   matches are kept once.
-- A match is a tuple of register values; register 0 is the matched root class, registers 1 and
-  2 are reserved (zero). ``Pattern.layout`` maps names to registers.
+- A match is a tuple of register values; register 0 is the matched root class.
+  ``Pattern.layout`` maps names to registers.
 - ``search(..., since=t)`` keeps only matches that use at least one e-node stamped after ``t``
   (added, re-canonicalised or moved into its class since then): semi-naive matching. The last
   ``bind`` skips a class whose stamp is not after ``t`` when nothing matched so far is fresh (a
@@ -38,7 +38,7 @@ Search = Callable[[Mapping[int, "EClass"], Iterable[int], int, list[Match]], Non
 
 # Attribute check kinds.
 _CONST, _BIND, _SAME = 0, 1, 2
-_FIRST_FREE = 3  # registers 1 and 2 are reserved
+_FIRST_FREE = 1  # register 0 is the root class
 _MISSING = object()
 
 
@@ -132,7 +132,7 @@ class _Codegen:
             else:
                 indent = self.bind(instr, indent, depth, last=i == self.last_bind)
                 depth += 1
-        regs = ", ".join("0" if r in (1, 2) else f"R{r}" for r in range(self.size))
+        regs = ", ".join(f"R{r}" for r in range(self.size))
         self.emit(f"if F{depth}:" if self.instrs else "if True:", indent)
         self.emit(f"out.append(({regs},))", indent + 1)
         code = "\n".join(self.lines) + "\n"

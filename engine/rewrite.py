@@ -170,7 +170,8 @@ def _static(node: PatternNode) -> bool:
 
 def _generate(node: PatternNode, layout: Layout) -> tuple[Builder, ApplyLoop]:
     """Compile an applier to a loop of straight-line code: per ``POp``, build its children,
-    canonicalise them, probe the hashcons and add the node when absent; a new top node goes
+    canonicalise them, probe the hashcons (with a plain tuple: it hashes and compares equal to
+    the ``ENode``) and add the node when absent; a new top node goes
     straight into the matched root's class (``EGraph.hot_path``). Only register numbers and
     ``repr``'d op names enter the source; attribute tuples come in through the namespace.
     Also returns a one-match builder (closures) for ``Rewrite.apply_match``.
@@ -185,7 +186,7 @@ def _generate(node: PatternNode, layout: Layout) -> tuple[Builder, ApplyLoop]:
         for v in kids:  # canonical ids: one hop inline, longer paths through find
             lines.extend((f"if P[{v}] != {v}:", f"    {v} = P[{v}]",
                           f"    if P[{v}] != {v}: {v} = find({v})"))
-        return f"mk(EN, ({sub.op!r}, {attrs}, ({''.join(v + ', ' for v in kids)})))"
+        return f"({sub.op!r}, {attrs}, ({''.join(v + ', ' for v in kids)}))"
 
     def emit(sub: PatternNode) -> str:
         k = len(lines)
@@ -195,7 +196,7 @@ def _generate(node: PatternNode, layout: Layout) -> tuple[Builder, ApplyLoop]:
         assert isinstance(sub, POp)
         lines.append(f"n{k} = {node_code(sub)}")
         lines.append(f"r{k} = get(n{k})")
-        lines.append(f"if r{k} is None: r{k} = new(n{k})")
+        lines.append(f"if r{k} is None: r{k} = new(mk(EN, n{k}))")
         return f"r{k}"
 
     if isinstance(node, POp):
@@ -212,7 +213,7 @@ def _generate(node: PatternNode, layout: Layout) -> tuple[Builder, ApplyLoop]:
 
 _INTO = (  # a new top node joins the matched class directly
     "if res is None:",
-    "    into(top, regs[0], name)",
+    "    into(mk(EN, top), regs[0], name)",
     "    count += 1",
     "    if record is not None: record(regs, before)",
     "    continue",
