@@ -34,22 +34,37 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 
-from ..errors import GeError, GraphError, ModelError, UsageError
+from ..errors import GeError, GraphError, UsageError
 from ..ir.attrs import Attrs
 from ..ir.graph import Dim, Graph, Node, TensorType, Value
 from ..ir.infer import infer_node
-from ..ir.registry import ELEMENTWISE, MAX_OPSET, OpSchema, Port, Registry, default_registry
+from ..ir.registry import MAX_OPSET, OpSchema, Registry, default_registry
 from ..ir.verify import verify
 from . import checks
-from .handles import Input, Tensor, array_of, dtype_name, is_weak, weak_array
+from .handles import (
+    Input,
+    Tensor,
+    array_of,
+    dtype_name,
+    is_weak,
+    type_of,
+    weak_array,
+    weak_dtype,
+)
+from .names import (
+    DEFAULT_OPSET,
+    input_dim,
+    named_dims,
+    opsets,
+    output_names,
+    port_name,
+    split_op,
+)
 from .namespace import Ops
 
 if TYPE_CHECKING:
     import onnx
 
-DEFAULT_OPSET = 21
-"""The ai.onnx opset a builder uses unless told otherwise (onnxruntime runs it)."""
-DOMAINS = {"": "", "ai.onnx": "", "ge": "ge"}
 _owners = itertools.count(1)
 
 
@@ -65,7 +80,7 @@ class GraphBuilder:
         self.name = name
         self.metadata: dict[str, str] = {}
         self._registry = registry or default_registry()
-        self._opset = _opsets(opset)
+        self._opset = opsets(opset)
         self._owner = next(_owners)
         self._inputs: list[Value] = []
         self._initializers: dict[str, np.ndarray] = {}
@@ -124,7 +139,7 @@ class GraphBuilder:
         """A graph input; dims are ints, names (``"N"``: symbolic) or ``None`` (unnamed)."""
         self._check_new_tensor(name)
         where = f"input '{name}'"
-        dims = None if shape is None else tuple(_dim(d, k, name) for k, d in enumerate(shape))
+        dims = None if shape is None else tuple(input_dim(d, k, name) for k, d in enumerate(shape))
         value = Value(name, TensorType(dtype_name(dtype, where), dims))
         self._inputs.append(value)
         self._types[name] = value.type
@@ -165,7 +180,7 @@ class GraphBuilder:
         arrays or Python numbers/lists (stored as constants). ``outputs`` is a count or the
         output names. Returns the output handle, or a tuple when asked for several outputs.
         """
-        domain, op = _split_op(op, domain)
+        domain, op = split_op(op, domain)
         node = self._node_name(name, op)
         schema = self._schema(op, domain, node)
         out_names = self._output_names(schema, node, outputs)
@@ -174,7 +189,7 @@ class GraphBuilder:
         node_attrs = checks.attributes(schema, attrs, node)
         new = Node(op, tuple(names), tuple(out_names), Attrs(node_attrs), name=node,
                    domain=domain)
-        types = {**self._types, **{k: _type_of(v) for k, v in consts.items()}}
+        types = {**self._types, **{k: type_of(v) for k, v in consts.items()}}
         out_types, values = self._infer(new, schema, types, {**self._consts, **consts})
         for cname, array in consts.items():
             self._store_const(cname, array)
@@ -229,7 +244,9 @@ class GraphBuilder:
             builder._inputs.append(v)
             builder._types[v.name] = v.type
         for cname, array in graph.initializers.items():
-            if cname not in builder._types:
+            if cname in builder._types:  # a graph input with a default value
+                builder._initializers[cname] = array
+            else:
                 builder._store_const(cname, array)
         for node in graph.nodes:
             builder._replay(node)
@@ -297,7 +314,7 @@ class GraphBuilder:
                              node=node, op=schema.qualified_op)
         if isinstance(outputs, int):
             checks.check_outputs(schema, outputs, node)
-            names = _default_outputs(schema, node, outputs)
+            names = output_names(schema, node, outputs)
         else:
             names = list(outputs)
             if len(set(names)) != len(names):
@@ -310,7 +327,7 @@ class GraphBuilder:
     def _operands(self, schema: OpSchema, node: str, inputs: Sequence[Input]
                   ) -> tuple[list[str], dict[str, np.ndarray]]:
         """Input names, and the constants made from arrays and Python values (not stored)."""
-        weak = _weak_dtype(schema, [self._type_if_known(x) for x in inputs])
+        weak = weak_dtype(schema, [self._type_if_known(x) for x in inputs])
         names: list[str] = []
         consts: dict[str, np.ndarray] = {}
         for k, x in enumerate(inputs):
@@ -335,12 +352,12 @@ class GraphBuilder:
         if isinstance(x, str):
             return self._types.get(x)
         if isinstance(x, np.ndarray | np.generic):
-            return _type_of(np.asarray(x))
+            return type_of(np.asarray(x))
         return None
 
     def _const_name(self, node: str, schema: OpSchema, index: int,
                     pending: Mapping[str, object]) -> str:
-        stem = f"{node}.{_port_name(schema.inputs, index)}"
+        stem = f"{node}.{port_name(schema.inputs, index)}"
         name, k = stem, 1
         while name in self._types or name in pending:
             k += 1
@@ -368,7 +385,7 @@ class GraphBuilder:
         if len(out) < len(node.outputs):
             raise GraphError(f"asked for {len(node.outputs)} outputs; inference gives "
                              f"{len(out)}", node=node.label, op=node.qualified_op)
-        return [_named_dims(t, o) for t, o in zip(out, node.outputs, strict=False)], values
+        return [named_dims(t, o) for t, o in zip(out, node.outputs, strict=False)], values
 
     def _record(self, node: Node, types: Sequence[TensorType],
                 values: Sequence[np.ndarray] | None) -> None:
@@ -387,81 +404,12 @@ class GraphBuilder:
         self._record(node, types, values)
 
     def _store_const(self, name: str, array: np.ndarray) -> None:
-        frozen = np.array(array, copy=True)
-        frozen.setflags(write=False)
+        frozen = array
+        if array.flags.writeable:  # the caller's array may change later: keep a copy
+            frozen = np.array(array, copy=True)
+            frozen.setflags(write=False)
         self._initializers[name] = frozen
         self._taken(name)
-        self._types[name] = _type_of(frozen)
+        self._types[name] = type_of(frozen)
         self._consts[name] = frozen
 
-
-def _opsets(opset: int | Mapping[str, int]) -> dict[str, int]:
-    given = {"": opset} if isinstance(opset, int) else dict(opset)
-    out: dict[str, int] = {}
-    for domain, version in given.items():
-        if domain not in DOMAINS:
-            raise UsageError(f"opset: unsupported domain '{domain}' (supported: ai.onnx, ge)")
-        top = MAX_OPSET[DOMAINS[domain]]
-        if not isinstance(version, int) or not 1 <= version <= top:
-            raise UsageError(f"opset: {DOMAINS[domain] or 'ai.onnx'} version must be 1 to "
-                             f"{top}, got {version!r}")
-        out[DOMAINS[domain]] = version
-    out.setdefault("", DEFAULT_OPSET)
-    return out
-
-
-def _split_op(op: str, domain: str | None) -> tuple[str, str]:
-    if not isinstance(op, str) or not op:
-        raise UsageError(f"op must be an op name like 'Conv', got {op!r}")
-    prefix, _, name = op.rpartition(".")
-    if prefix and domain is not None and DOMAINS.get(prefix) != DOMAINS.get(domain):
-        raise UsageError(f"op '{op}' names domain '{prefix}' but domain='{domain}' was given")
-    chosen = prefix or domain or ""
-    if chosen not in DOMAINS:
-        raise ModelError(f"unsupported domain '{chosen}' (supported: ai.onnx, ge)", op=op)
-    return DOMAINS[chosen], name
-
-
-def _dim(d: object, axis: int, tensor: str) -> Dim:
-    if d is None:
-        return f"{tensor}_d{axis}"
-    if isinstance(d, str) and d:
-        return d
-    if isinstance(d, int | np.integer) and not isinstance(d, bool) and d >= 0:
-        return int(d)
-    raise UsageError(f"input '{tensor}': dim {axis} must be an int >= 0, a name or None, "
-                     f"got {d!r}", tensor=tensor)
-
-
-def _default_outputs(schema: OpSchema, node: str, count: int) -> list[str]:
-    if count == 1:
-        return [node]
-    return [f"{node}.{_port_name(schema.outputs, k)}" for k in range(count)]
-
-
-def _port_name(ports: Sequence[Port], index: int) -> str:
-    """The name of port ``index``; ``<name><index>`` for a variadic last port."""
-    if not ports:
-        return f"input{index}"
-    port = ports[min(index, len(ports) - 1)]
-    return f"{port.name}{index}" if port.variadic else port.name
-
-
-def _weak_dtype(schema: OpSchema, types: Sequence[TensorType | None]) -> str | None:
-    """The dtype Python values take in this op: the first non-bool operand's, if elementwise."""
-    if not schema.has(ELEMENTWISE):
-        return None
-    known = [t.dtype for t in types if t is not None]
-    return next((d for d in known if d != "bool"), known[0] if known else None)
-
-
-def _type_of(array: np.ndarray) -> TensorType:
-    return TensorType(array.dtype.name, tuple(int(d) for d in array.shape))
-
-
-def _named_dims(t: TensorType, tensor: str) -> TensorType:
-    """Unknown dims (``"?"``) named ``<tensor>_d<axis>``, as the ONNX reader names them."""
-    if t.shape is None or "?" not in t.shape:
-        return t
-    dims = tuple(f"{tensor}_d{k}" if d == "?" else d for k, d in enumerate(t.shape))
-    return TensorType(t.dtype, dims)

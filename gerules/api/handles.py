@@ -23,6 +23,7 @@ import numpy as np
 from ..errors import UsageError
 from ..ir import dtypes
 from ..ir.graph import Shape, TensorType
+from ..ir.registry import ELEMENTWISE, OpSchema
 
 Weak: TypeAlias = "bool | int | float | Sequence[Weak]"
 """A Python number or a (nested) list of them: a value without a dtype of its own."""
@@ -117,3 +118,16 @@ def array_of(value: np.ndarray | np.generic, where: str) -> np.ndarray:
     array = np.asarray(value)
     dtype_name(array.dtype, where)
     return array
+
+
+def weak_dtype(schema: OpSchema, types: Sequence[TensorType | None]) -> str | None:
+    """The dtype Python values take in this op: the first non-bool operand's, if elementwise."""
+    if not schema.has(ELEMENTWISE):
+        return None
+    known = [t.dtype for t in types if t is not None]
+    return next((d for d in known if d != "bool"), known[0] if known else None)
+
+
+def type_of(array: np.ndarray) -> TensorType:
+    """The static type of an array."""
+    return TensorType(array.dtype.name, tuple(int(d) for d in array.shape))

@@ -150,6 +150,27 @@ def test_from_graph_can_be_extended_with_new_ops() -> None:
     assert g.build().output_names == ("features", "probs")
 
 
+def test_from_graph_keeps_input_defaults_and_shares_weights() -> None:
+    g = ge.GraphBuilder("t")
+    x = g.input("x", [2])
+    g.output(g.ops.Add(x, g.const(np.ones(2, np.float32), name="w")))
+    graph = g.build()
+    with_default = graph.replace(initializers={**graph.initializers,
+                                               "x": np.zeros(2, np.float32)})
+    again = ge.GraphBuilder.from_graph(with_default).build()
+    assert np.array_equal(again.initializers["x"], np.zeros(2, np.float32))
+    assert again.initializers["w"] is graph.initializers["w"]  # read-only: not copied
+    assert again.input_names == ("x",)
+
+
+def test_constants_are_copied_from_arrays_the_caller_may_change() -> None:
+    g = ge.GraphBuilder("t")
+    weights = np.ones(3, np.float32)
+    g.output(g.const(weights, name="w"))
+    weights[:] = 5
+    assert np.array_equal(g.build().initializers["w"], np.ones(3, np.float32))
+
+
 def test_repr_and_reading_properties() -> None:
     g = tiny_cnn()
     assert repr(g) == "<GraphBuilder 'tiny_cnn': 1 inputs, 7 nodes, 1 outputs>"
