@@ -123,6 +123,11 @@ class Session:
         return None if self._model is None else Path(self._model.path)
 
     @property
+    def streams(self) -> int:
+        """How many streams a run uses (the compiled count, or 1)."""
+        return 1 if self._reference is not None else self._open().streams
+
+    @property
     def closed(self) -> bool:
         return self._closed
 

@@ -1,4 +1,4 @@
-"""mypy passes on the examples and on ``gerules.api``, and sees real types, not ``Any``.
+"""mypy (strict) passes on the examples and on ``gerules.api``, and sees real types.
 
 One mypy run checks the examples, the API package, ``gerules/__init__.py`` and a probe file
 of deliberate mistakes; the run must report exactly the probe's mistakes. The cache lives in
@@ -43,8 +43,8 @@ def test_mypy_passes_on_examples_and_the_api_and_catches_mistakes(
     targets = [*sorted(str(p) for p in (ROOT / "examples").glob("*.py")),
                str(ROOT / "gerules" / "api"), str(ROOT / "gerules" / "__init__.py"), str(probe)]
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--cache-dir", str(cache), "--follow-imports=silent",
-         "--no-error-summary", "--hide-error-context", *targets],
+        [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(cache),
+         "--follow-imports=silent", "--no-error-summary", "--hide-error-context", *targets],
         cwd=ROOT, capture_output=True, text=True, timeout=300)
     errors = [line for line in result.stdout.splitlines() if ": error:" in line]
     # (mypy may name the probe by the path it had when cached: compare file names only)

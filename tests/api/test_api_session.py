@@ -113,6 +113,7 @@ def test_dynamic_batch_om_lists_its_variants(tmp_path: Path) -> None:
 def test_reference_executor_keeps_symbolic_dims() -> None:
     with ge.Session(tiny_cnn(), executor="reference") as session:
         assert session.path is None and session.inputs[0].shape == ("N", 3, 8, 8)
+        assert session.streams == 1
         assert session.variants == (session.inputs,)
         assert repr(session) == "<Session reference executor (open)>"
         for batch in (1, 3):
@@ -139,3 +140,18 @@ def test_bad_sessions(compiled: Path, tmp_path: Path) -> None:
         ge.Session(tmp_path / "missing.om")
     with pytest.raises(ge.UsageError, match="compiled for 1 stream"):
         ge.Session(compiled, streams=2)
+
+
+def test_a_graph_compiled_for_two_streams_runs_on_them(tmp_path: Path) -> None:
+    g = ge.GraphBuilder("branches")
+    x = g.input("x", [64, 64])
+    left = g.ops.Tanh(g.ops.MatMul(x, x))
+    right = g.ops.Sigmoid(g.ops.MatMul(x, g.ops.Transpose(x)))
+    g.output(g.ops.Add(left, right), name="y")
+    path = ge.compile(g, ge.CompileOptions(opt_level="O0", streams=2), output=tmp_path / "s")
+    feed = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
+    want = run_graph(g.build(), {"x": feed})["y"]
+    for streams, used in ((None, 2), (1, 1)):
+        with ge.Session(path, streams=streams) as session:
+            assert session.streams == used
+            np.testing.assert_allclose(session.run([feed])["y"], want, rtol=1e-5, atol=1e-6)
