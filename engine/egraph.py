@@ -16,6 +16,12 @@ Invariants (``check_invariants`` verifies them whenever ``is_clean``):
 - ``version`` grows on every change (new node, effective union, changed analysis data), so a
   runner detects saturation without comparing data. Each class records the ``clock`` value of
   its last change (``stamp``); ``changed_since(t)`` lists classes changed after tick ``t``.
+  Per node, ``stamps[i]`` is when it entered its class in its current form and ``forms[i]``
+  when it got that form (added or re-canonicalised); a class's stamp is at least both.
+- The hashcons maps each node to the id of a node congruent to it when it was stored (not
+  necessarily a root: ``find`` it); explanations pair those ids' creating nodes.
+- Hot paths (rebuild, generated appliers through ``hot_path``) inline ``canonical`` and ``find``
+  one hop deep; they must stay equivalent to the plain methods.
 """
 
 from __future__ import annotations
@@ -452,6 +458,7 @@ class EGraph:
                 self._fail(f"class #{cid} is not a root of the union-find")
             if len(set(eclass.nodes)) != len(eclass.nodes):
                 self._fail(f"class #{cid} holds a node twice")
+            self._check_stamps(eclass)
             for node in eclass.nodes:
                 if self.canonical(node) != node:
                     self._fail(f"class #{cid}: {node} has non-canonical children")
@@ -463,6 +470,15 @@ class EGraph:
         roots = sum(1 for i in range(len(uf)) if uf.is_root(i))
         if roots != len(self._classes):
             self._fail(f"{roots} union-find roots but {len(self._classes)} classes")
+
+    def _check_stamps(self, eclass: EClass) -> None:
+        if not len(eclass.nodes) == len(eclass.stamps) == len(eclass.forms):
+            self._fail(f"class #{eclass.id}: node and stamp lists differ in length")
+        if any(not f <= s <= eclass.stamp for s, f in zip(eclass.stamps, eclass.forms,
+                                                           strict=True)):
+            self._fail(f"class #{eclass.id}: a node stamp is out of order")
+        if eclass.ops != {n.op for n in eclass.nodes}:
+            self._fail(f"class #{eclass.id}: its op set disagrees with its nodes")
 
     def _check_index(self) -> None:
         expected: dict[str, set[int]] = {}

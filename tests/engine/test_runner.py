@@ -199,6 +199,7 @@ def test_incremental_search_reaches_the_same_saturated_graph(terms: list[str],
                  for i, (name, lhs, rhs) in enumerate(RULES) if i in chosen]
         report = Runner(eg, scheduler=SimpleScheduler(),
                         limits=Limits(iterations=12, nodes=1_500)).run(rules)
+        eg.check_invariants()
         return _partition(eg, ids), eg.node_count, report.stop_reason
 
     fast, slow = saturate(True), saturate(False)
