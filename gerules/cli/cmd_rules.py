@@ -35,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     listing = actions.add_parser("list", help="list rules with ruleset, direction and contract")
     _paths(listing)
     listing.set_defaults(func=run_list)
+    from .rules_verify import register as register_verify  # imports this module: late
+
+    register_verify(actions)
     p.set_defaults(func=lambda args: _usage(p))
 
 

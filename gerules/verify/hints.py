@@ -1,0 +1,115 @@
+"""What a rule's guards say about its variables, read once so instances satisfy them often.
+
+Random instances must pass the rule's guards to be worth anything. Most guards are met by
+chance (shapes that agree, a constant of 1), some almost never are (``approx(c, sqrt(2 / pi))``
+on a random constant). ``Hints`` reads the few guard forms that pin a variable down:
+
+- ``const(a, b, ...)``: the variables are initializers, not graph inputs;
+- ``rank(v) == k`` and ``shape(v) == [..]``: ``v`` has rank ``k`` (``candidates.pinned_ranks``);
+- ``approx(v, EXPR, ..)``, ``v == EXPR`` and ``EXPR == v`` with a closed ``EXPR``: ``v`` holds
+  that value everywhere;
+- ``splat(v)``: every element of ``v`` is the same number;
+- ``numel(v) == 1``: ``v`` is a scalar;
+- ``dtype(v) == f16`` and ``dtype(v) in (f16, f32)``: instances are drawn in those types more
+  often (``dtypes``).
+
+Invariant: hints only bias the instances; the guards themselves still decide (an instance is
+used only when the compiled rule accepts it), so a wrong hint costs time, never soundness.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..dsl import ast
+from ..dsl.candidates import pinned_ranks
+from ..dsl.evaluate import evaluate
+from ..dsl.rulecheck import children, is_closed
+from ..dsl.values import EvalError
+
+
+@dataclass
+class Hints:
+    constants: set[str] = field(default_factory=set)
+    ranks: dict[str, int] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)
+    splats: set[str] = field(default_factory=set)
+    scalars: set[str] = field(default_factory=set)
+    dtypes: set[str] = field(default_factory=set)
+
+    @staticmethod
+    def of(rule: ast.Rule) -> Hints:
+        hints = Hints(ranks=pinned_ranks(rule))
+        for clause in rule.clauses:
+            if isinstance(clause, ast.Where):
+                for e in _walk(clause.expr):
+                    hints.read(e)
+        return hints
+
+    def read(self, e: ast.Expr) -> None:
+        if isinstance(e, ast.Call):
+            names = [a.name for a in e.args if isinstance(a, ast.Name)]
+            if e.func == "const":
+                self.constants.update(names)
+            elif e.func == "splat" and names:
+                self.splats.add(names[0])
+            elif e.func == "approx" and len(e.args) >= 2 and isinstance(e.args[0], ast.Name):
+                self._value(e.args[0].name, e.args[1])
+        elif isinstance(e, ast.Binary) and e.op in ("==", "in") and _is_dtype_of(e.left):
+            self.dtypes.update(_dtype_names(e.right))
+        elif isinstance(e, ast.Binary) and e.op == "==":
+            for a, b in ((e.left, e.right), (e.right, e.left)):
+                if isinstance(a, ast.Name):
+                    self._value(a.name, b)
+                if _numel_of(a) and isinstance(b, ast.Num) and b.value == 1:
+                    self.scalars.add(_numel_of(a))  # type: ignore[arg-type]
+
+    def _value(self, name: str, expr: ast.Expr) -> None:
+        if not is_closed(expr):
+            return
+        try:
+            value = evaluate(expr, _NoNames())
+        except EvalError:
+            return
+        if isinstance(value, (int, float, np.ndarray)) and not isinstance(value, bool):
+            self.values.setdefault(name, value)
+
+
+def _is_dtype_of(e: ast.Expr) -> bool:
+    return isinstance(e, ast.Call) and e.func == "dtype" and len(e.args) == 1
+
+
+def _dtype_names(e: ast.Expr) -> list[str]:
+    items = e.items if isinstance(e, (ast.TupleLit, ast.ListLit)) else (e,)
+    names = [i.name for i in items if isinstance(i, ast.Name)]
+    return [FLOAT_NAMES[n] for n in names if n in FLOAT_NAMES]
+
+
+FLOAT_NAMES = {"f16": "float16", "f32": "float32", "f64": "float64"}
+
+
+def _numel_of(e: ast.Expr) -> str | None:
+    if isinstance(e, ast.Call) and e.func == "numel" and len(e.args) == 1 and isinstance(
+            e.args[0], ast.Name):
+        return e.args[0].name
+    return None
+
+
+def _walk(e: ast.Expr) -> Iterator[ast.Expr]:
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(children(node))
+
+
+class _NoNames:
+    def lookup(self, name: str) -> Any:
+        raise KeyError(name)
+
+    def node_attr(self, binder: str, attr: str) -> Any:
+        raise EvalError("no node is bound here")

@@ -1,0 +1,457 @@
+"""Operands and attributes for one op of a rule's left side, proposed from what is known.
+
+When the instance builder meets an op whose operand is a fresh variable (``x`` in
+``Relu(x)``, ``w`` in ``MatMul(a, w)``), ``propose`` draws a type and a value that suit the
+op and its other operands: a ``MatMul`` weight gets ``[.., k, n]`` for an ``[.., m, k]`` left
+operand, a ``BatchNormalization`` variance positive values of shape ``[C]``, a ``Reshape``
+shape a valid target shape for its data, an ``Add`` operand the same shape as its sibling or a
+broadcasting variant of it (scalar, channel ``[C, 1, 1]``, suffix, ones). ``sample_attrs``
+draws the attributes a pattern leaves open (``strides``, ``epsilon``, ``perm``...), preferring
+values that expose mistakes over defaults.
+
+Invariants:
+- Everything is drawn from the ``Draw`` given, so an instance is a function of its seed.
+- Integer operands (shapes, axes, indices, repeats) and flags are always constants: their
+  values are part of the instance, not inputs drawn afresh per run.
+- A proposal may still be rejected by the op's inference or kernel; the builder then retries.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..ir.graph import TensorType
+from ..ir.registry import ELEMENTWISE, OpSchema
+
+
+@dataclass(frozen=True, slots=True)
+class Operand:
+    """A concrete operand: its type and value; ``const`` ones become initializers."""
+
+    type: TensorType | None  # None: an omitted optional input
+    value: np.ndarray | None
+    const: bool = False
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        assert self.value is not None
+        return tuple(self.value.shape)
+
+
+ABSENT = Operand(None, None, True)
+
+
+@dataclass
+class Draw:
+    """Random choices for one instance: the generator, the float dtype and the largest dim."""
+
+    rng: np.random.Generator
+    dtype: str = "float32"
+    size: int = 4
+    memo: dict[str, Any] = field(default_factory=dict)  # per-op state (a Slice's spec)
+
+    def integer(self, lo: int, hi: int) -> int:
+        return int(self.rng.integers(lo, hi + 1))
+
+    def pick(self, items: Sequence[Any]) -> Any:
+        return items[int(self.rng.integers(0, len(items)))]
+
+    def coin(self, p: float = 0.5) -> bool:
+        return bool(self.rng.random() < p)
+
+    def dim(self) -> int:
+        return self.integer(1, self.size)
+
+    def shape(self, rank: int) -> tuple[int, ...]:
+        return tuple(self.dim() for _ in range(rank))
+
+    def floats(self, shape: Sequence[int], lo: float | None = None, hi: float | None = None
+               ) -> np.ndarray:
+        if lo is None or hi is None:
+            values = self.rng.standard_normal(tuple(shape))
+        else:
+            values = self.rng.uniform(lo, hi, size=tuple(shape))
+        return np.asarray(values).astype(self.dtype)
+
+
+def tensor(draw: Draw, shape: Sequence[int], lo: float | None = None, hi: float | None = None,
+           const: bool = False) -> Operand:
+    value = draw.floats(shape, lo, hi)
+    return Operand(_type(value), value, const)
+
+
+def ints(values: Sequence[int] | np.ndarray | int, dtype: str = "int64") -> Operand:
+    value = np.asarray(values, dtype=dtype)
+    return Operand(_type(value), value, True)
+
+
+def _type(value: np.ndarray) -> TensorType:
+    return TensorType(value.dtype.name, tuple(int(d) for d in value.shape))
+
+
+def reference(operands: Sequence[Operand | None]) -> Operand | None:
+    """The first known operand with a float value: what siblings are shaped after."""
+    for o in operands:
+        if o is not None and o.value is not None and o.value.dtype.kind == "f":
+            return o
+    return next((o for o in operands if o is not None and o.value is not None), None)
+
+
+# ----------------------------------------------------------------------------- shapes
+
+
+def broadcast_variant(draw: Draw, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``shape`` itself, or a shape that broadcasts to it: scalar, [1], a suffix, a channel
+    vector ``[C, 1, ..]`` (with or without leading 1), the last dim, or some dims set to 1."""
+    r = len(shape)
+    if r == 0:
+        return ()
+    options: list[Callable[[], tuple[int, ...]]] = [
+        lambda: shape, lambda: shape, lambda: shape, lambda: (), lambda: (1,),
+        lambda: shape[draw.integer(0, r):],
+        lambda: tuple(d if draw.coin() else 1 for d in shape),
+    ]
+    if r >= 2:
+        channel = (shape[1],) + (1,) * (r - 2)
+        options += [lambda: channel, lambda: (1, *channel), lambda: (shape[-1],)]
+    return tuple(draw.pick(options)())
+
+
+def elementwise(draw: Draw, operands: Sequence[Operand | None], slot: int) -> Operand:
+    ref = reference(operands)
+    if ref is None or ref.value is None:
+        return tensor(draw, draw.shape(draw.integer(1, 4)))
+    return tensor(draw, broadcast_variant(draw, ref.shape))
+
+
+def random_rank(draw: Draw, lo: int = 1, hi: int = 4) -> int:
+    return draw.integer(lo, hi)
+
+
+# ----------------------------------------------------------------------------- int inputs
+
+
+def reshape_target(draw: Draw, shape: tuple[int, ...]) -> Operand:
+    """A valid target for ``Reshape``: a refactoring of the element count, maybe with -1/0."""
+    n = math.prod(shape)
+    dims: list[int] = []
+    rest = n
+    for _ in range(draw.integer(0, 3)):
+        f = draw.pick([d for d in range(1, rest + 1) if rest % d == 0])
+        dims.append(f)
+        rest //= f
+    dims.append(rest)
+    if draw.coin(0.3):
+        dims[draw.integer(0, len(dims) - 1)] = -1
+    elif draw.coin(0.2) and shape and len(dims) == len(shape) and dims[0] == shape[0]:
+        dims[0] = 0
+    return ints(dims)
+
+
+def expand_target(draw: Draw, shape: tuple[int, ...]) -> Operand:
+    target = list(shape)
+    ones = [i for i, d in enumerate(shape) if d == 1]
+    if ones and draw.coin():
+        target[draw.pick(ones)] = draw.integer(2, 3)
+    elif draw.coin():
+        target.insert(0, draw.integer(1, 3))
+    return ints(target)
+
+
+def slice_spec(draw: Draw, shape: tuple[int, ...]) -> dict[str, Operand]:
+    axis = draw.integer(0, len(shape) - 1) if shape else 0
+    size = shape[axis] if shape else 1
+    if draw.coin(0.3):  # the whole axis (what drop_full_slice rules look for)
+        start, end, step = 0, size, 1
+    else:
+        start = draw.integer(0, max(0, size - 1))
+        end = draw.integer(start + 1, size) if start < size else size
+        step = draw.pick([1, 1, 2])
+    return {"starts": ints([start]), "ends": ints([end]), "axes": ints([axis]),
+            "steps": ints([step])}
+
+
+def axes_subset(draw: Draw, rank: int) -> Operand:
+    if rank == 0:
+        return ints([])
+    axes = sorted({draw.integer(0, rank - 1) for _ in range(draw.integer(1, rank))})
+    return ints([a - rank if draw.coin(0.3) else a for a in axes])
+
+
+def split_sizes(draw: Draw, size: int) -> Operand:
+    first = draw.integer(1, size - 1) if size > 1 else size
+    return ints([first, size - first] if size > 1 else [size])
+
+
+INT_PORTS = frozenset({
+    "Reshape.shape", "Expand.shape", "Tile.repeats", "Squeeze.axes", "Unsqueeze.axes",
+    "Slice.starts", "Slice.ends", "Slice.axes", "Slice.steps", "Split.split", "Gather.indices",
+    "GatherElements.indices", "TopK.K", "CumSum.axis", "Pad.pads", "Pad.axes", "Trilu.k",
+    "Dropout.training_mode", "Where.condition", "ConstantOfShape.input", "Range.start",
+})
+# Ops whose first operand has a structure of its own (not just "like a sibling").
+SHAPED = frozenset({"MatMul", "Gemm", "Conv", "ge.FusedConv", "ge.FusedMatMul",
+                    "BatchNormalization", "InstanceNormalization", "LayerNormalization",
+                    "ge.AddLayerNorm", "ge.Attention"})
+
+
+def is_int_port(op: str, port: str) -> bool:
+    return f"{op}.{port}" in INT_PORTS or (op.startswith("Reduce") and port == "axes")
+
+
+def int_operand(op: str, port: str, draw: Draw, data: Operand | None,
+                attrs: dict[str, Any]) -> Operand | None:
+    """A value for an integer (shape, axes, indices) or flag input, or None if not one."""
+    shape = data.shape if data is not None and data.value is not None else ()
+    key = f"{op}.{port}"
+    if key == "Reshape.shape":
+        return reshape_target(draw, shape)
+    if key == "Expand.shape":
+        return expand_target(draw, shape)
+    if key == "Tile.repeats":
+        return ints([draw.pick([1, 1, 2]) for _ in shape])
+    if key == "Squeeze.axes":
+        ones = [i for i, d in enumerate(shape) if d == 1]
+        return ints([draw.pick(ones)] if ones else [])
+    if key == "Unsqueeze.axes":
+        return ints([draw.integer(0, len(shape))])
+    if op == "Slice" and port in ("starts", "ends", "axes", "steps"):
+        spec = draw.memo.setdefault("slice", slice_spec(draw, shape))
+        return spec[port]  # type: ignore[no-any-return]
+    if port == "axes" and op.startswith("Reduce"):
+        return axes_subset(draw, len(shape))
+    if key == "Split.split":
+        axis = int(attrs.get("axis", 0)) % max(1, len(shape))
+        return split_sizes(draw, shape[axis] if shape else 1)
+    if key in ("Gather.indices", "GatherElements.indices"):
+        axis = int(attrs.get("axis", 0)) % max(1, len(shape))
+        return ints(draw.rng.integers(0, max(1, shape[axis] if shape else 1), size=(2,)))
+    if key == "TopK.K":
+        return ints([draw.integer(1, shape[-1] if shape else 1)])
+    if key == "CumSum.axis":
+        return ints(draw.integer(0, max(0, len(shape) - 1)))
+    if key == "Pad.pads":
+        return ints([draw.integer(0, 1) for _ in range(2 * len(shape))])
+    if key in ("Dropout.training_mode",):
+        return Operand(TensorType("bool", ()), np.asarray(False), True)
+    if key == "Where.condition":
+        value = draw.rng.random(shape) < 0.5
+        return Operand(_type(np.asarray(value)), np.asarray(value), False)
+    if key == "Trilu.k":
+        return ints(draw.integer(-1, 1))
+    return None
+
+
+def scalar_operand(op: str, port: str, draw: Draw) -> Operand | None:
+    """Scalar float inputs: Clip bounds, Dropout's ratio, Pad's value."""
+    if op == "Clip" and port in ("min", "max"):
+        value = draw.pick([0.0, -1.0, -6.0]) if port == "min" else draw.pick([6.0, 1.0])
+        return Operand(TensorType(draw.dtype, ()), np.asarray(value, draw.dtype), True)
+    if op == "Dropout" and port == "ratio":
+        return Operand(TensorType(draw.dtype, ()), np.asarray(0.5, draw.dtype), True)
+    if op == "Pad" and port == "constant_value":
+        return Operand(TensorType(draw.dtype, ()), np.asarray(0.0, draw.dtype), True)
+    return None
+
+
+# ----------------------------------------------------------------------------- float inputs
+
+
+def matmul_operand(draw: Draw, operands: Sequence[Operand | None], slot: int,
+                   trans_b: bool = False) -> Operand:
+    other = operands[1 - slot] if len(operands) > 1 else None
+    if slot == 0:
+        if other is not None and other.value is not None and other.value.ndim >= 2:
+            k = other.shape[-1] if trans_b else other.shape[-2]
+            return tensor(draw, (*draw.shape(draw.integer(1, 3) - 1), draw.dim(), k))
+        return tensor(draw, draw.shape(draw.integer(2, 4)))
+    assert other is not None and other.value is not None
+    a = other.shape
+    k, n = a[-1], draw.dim()
+    batch = a[:-2] if draw.coin() else ()
+    return tensor(draw, (*batch, n, k) if trans_b else (*batch, k, n))
+
+
+def conv_operand(draw: Draw, operands: Sequence[Operand | None], slot: int,
+                 attrs: dict[str, Any]) -> Operand:
+    if slot == 0:
+        n, c = draw.integer(1, 2), draw.integer(1, 4)
+        return tensor(draw, (n, c, draw.integer(3, 6), draw.integer(3, 6)))
+    x = operands[0]
+    assert x is not None and x.value is not None
+    group = int(attrs.get("group", 1))
+    kernel = tuple(attrs.get("kernel_shape") or (draw.integer(1, 3), draw.integer(1, 3)))
+    m = int(draw.memo.setdefault("conv_m", group * draw.integer(1, 3)))
+    c = x.shape[1]
+    if slot == 1:
+        fan_in = max(1, c // group * math.prod(kernel))
+        bound = 1 / math.sqrt(fan_in)
+        return tensor(draw, (m, c // group, *kernel), -bound, bound)
+    return tensor(draw, (m,), -0.5, 0.5)
+
+
+def norm_operand(op: str, draw: Draw, operands: Sequence[Operand | None], slot: int,
+                 attrs: dict[str, Any]) -> Operand:
+    """BatchNormalization / InstanceNormalization / LayerNormalization / ge.AddLayerNorm."""
+    if slot == 0:
+        lo = 3 if op == "InstanceNormalization" else 2
+        return tensor(draw, draw.shape(draw.integer(lo, 4)))
+    x = operands[0]
+    assert x is not None and x.value is not None
+    if op in ("LayerNormalization", "ge.AddLayerNorm"):
+        if op == "ge.AddLayerNorm" and slot == 1:
+            return tensor(draw, x.shape)
+        axis = int(attrs.get("axis", -1)) % len(x.shape)
+        shape = x.shape[axis:] if op == "LayerNormalization" else (x.shape[-1],)
+        return tensor(draw, shape, 0.5, 1.5) if slot == (2 if op == "ge.AddLayerNorm" else 1) \
+            else tensor(draw, shape)
+    channels = (x.shape[1],)
+    if op == "BatchNormalization" and slot == 4:  # the variance: positive, some of it small
+        return tensor(draw, channels, 0.01, 2.0)
+    return tensor(draw, channels, 0.5, 1.5) if slot == 1 else tensor(draw, channels)
+
+
+def attention_operand(draw: Draw, operands: Sequence[Operand | None], slot: int) -> Operand:
+    q = operands[0]
+    if slot == 0 or q is None or q.value is None:
+        return tensor(draw, (draw.integer(1, 2), draw.integer(1, 2), draw.dim(), draw.dim()))
+    b, h, s, d = q.shape
+    s2 = int(draw.memo.setdefault("s2", draw.dim()))
+    if slot == 1:
+        return tensor(draw, (b, h, d, s2))
+    if slot == 2:
+        return tensor(draw, (b, h, s2, draw.dim()))
+    return tensor(draw, broadcast_variant(draw, (b, h, s, s2)))
+
+
+def gemm_operand(draw: Draw, operands: Sequence[Operand | None], slot: int,
+                 attrs: dict[str, Any]) -> Operand:
+    if slot == 0:
+        return tensor(draw, draw.shape(2))
+    a = operands[0]
+    assert a is not None and a.value is not None
+    m, k = a.shape[::-1] if attrs.get("transA") else a.shape
+    n = int(draw.memo.setdefault("gemm_n", draw.dim()))
+    if slot == 1:
+        return tensor(draw, (n, k) if attrs.get("transB") else (k, n))
+    return tensor(draw, draw.pick([(), (n,), (1, n), (m, n), (m, 1)]))
+
+
+def float_operand(op: str, schema: OpSchema, draw: Draw, operands: Sequence[Operand | None],
+                  slot: int, attrs: dict[str, Any]) -> Operand:
+    """A float tensor for ``slot`` of ``op`` (see the module docstring)."""
+    if op == "MatMul":
+        return matmul_operand(draw, operands, slot)
+    if op == "ge.FusedMatMul":
+        if slot == 2:
+            w = operands[1]
+            n = (w.shape[-2] if attrs.get("transB") else w.shape[-1]) if w and w.value is not None \
+                else draw.dim()
+            return tensor(draw, (n,))
+        return matmul_operand(draw, operands, slot, bool(attrs.get("transB")))
+    if op in ("Conv", "ge.FusedConv") and slot <= 2:
+        return conv_operand(draw, operands, slot, attrs)
+    if op in ("BatchNormalization", "InstanceNormalization", "LayerNormalization",
+              "ge.AddLayerNorm"):
+        return norm_operand(op, draw, operands, slot, attrs)
+    if op == "ge.Attention":
+        return attention_operand(draw, operands, slot)
+    if op == "Gemm":
+        return gemm_operand(draw, operands, slot, attrs)
+    if schema.has(ELEMENTWISE) or slot > 0:
+        return elementwise(draw, operands, slot)
+    return tensor(draw, draw.shape(draw.integer(1, 4)))
+
+
+# ----------------------------------------------------------------------------- attributes
+
+FLOAT_CODES = (1, 10, 11)  # float32, float16, float64
+
+
+def _perm(draw: Draw, rank: int) -> tuple[int, ...]:
+    if draw.coin(0.3):
+        return tuple(range(rank))
+    return tuple(int(i) for i in draw.rng.permutation(rank))
+
+
+def _axis(draw: Draw, rank: int) -> int:
+    return draw.integer(-rank, rank - 1) if rank else 0
+
+
+def _conv_attrs(draw: Draw, x: Operand | None) -> dict[str, Any]:
+    if x is None or x.value is None or x.value.ndim != 4:
+        return {}
+    c, h, w = x.shape[1:]
+    k = (draw.integer(1, min(3, h)), draw.integer(1, min(3, w)))
+    group = c if c > 1 and draw.coin(0.2) else 1
+    return {"kernel_shape": k, "group": group, "strides": (draw.pick([1, 1, 2]),) * 2,
+            "pads": (draw.integer(0, k[0] - 1), draw.integer(0, k[1] - 1)) * 2,
+            "dilations": (1, 1) if draw.coin(0.8) or min(h, w) < 5 else (2, 2)}
+
+
+def sample_attrs(op: str, draw: Draw, x: Operand | None) -> dict[str, Any]:
+    """Attributes the pattern does not fix, drawn to expose mistakes (see the module doc)."""
+    rank = x.value.ndim if x is not None and x.value is not None else 0
+    eps = draw.pick([1e-5, 1e-3, 0.1, 0.5])
+    table: dict[str, Callable[[], dict[str, Any]]] = {
+        "Conv": lambda: _conv_attrs(draw, x),
+        "ge.FusedConv": lambda: _conv_attrs(draw, x),
+        "BatchNormalization": lambda: {"epsilon": eps},
+        "InstanceNormalization": lambda: {"epsilon": eps},
+        "LayerNormalization": lambda: {"epsilon": eps,
+                                       "axis": draw.pick([-1, -1, _axis(draw, rank)])},
+        "ge.AddLayerNorm": lambda: {"epsilon": eps},
+        "Transpose": lambda: {"perm": _perm(draw, rank)},
+        "Softmax": lambda: {"axis": _axis(draw, rank)},
+        "LogSoftmax": lambda: {"axis": _axis(draw, rank)},
+        "Concat": lambda: {"axis": _axis(draw, rank)},
+        "Flatten": lambda: {"axis": draw.integer(0, rank)},
+        "Gemm": lambda: {"alpha": draw.pick([1.0, 1.0, 0.5]), "beta": draw.pick([1.0, 1.0, 2.0]),
+                         "transA": int(draw.coin(0.25)), "transB": int(draw.coin())},
+        "ge.FusedMatMul": lambda: {"transB": int(draw.coin(0.3))},
+        "Gelu": lambda: {"approximate": draw.pick(["none", "tanh"])},
+        "ge.Gelu": lambda: {"approximate": draw.pick(["none", "tanh"])},
+        "LeakyRelu": lambda: {"alpha": draw.pick([0.01, 0.2])},
+        "Elu": lambda: {"alpha": draw.pick([1.0, 0.5])},
+        "Cast": lambda: {"to": draw.pick(FLOAT_CODES)},
+        "ge.Attention": lambda: {"scale": draw.pick([0.125, 0.5, 1.0])},
+        "Shape": lambda: {"start": draw.pick([0, 0, 1, -1])},
+    }
+    if op.startswith("Reduce"):
+        return {"keepdims": int(draw.coin())}
+    make = table.get(op)
+    return make() if make is not None else {}
+
+
+def attr_candidate(name: str, kind: str, draw: Draw, x: Operand | None,
+                   earlier: Sequence[Any]) -> Any:
+    """A value for an attribute variable (``{perm = p}``): like ``sample_attrs``, sometimes
+    equal to an earlier attribute variable of the same kind (guards such as ``a2 == a1``)."""
+    same_kind = [v for v in earlier if isinstance(v, tuple) == (kind in ("ints", "floats"))]
+    if same_kind and draw.coin(0.5):
+        return draw.pick(same_kind)
+    rank = x.value.ndim if x is not None and x.value is not None else 0
+    if name == "perm":
+        return _perm(draw, rank)
+    if name == "axes":
+        return (draw.integer(-1, -1) if draw.coin() else draw.integer(0, max(0, rank - 1)),)
+    if name in ("axis",):
+        return _axis(draw, rank)
+    if name == "to":
+        return draw.pick(FLOAT_CODES)
+    if name in ("epsilon", "alpha", "beta", "scale"):
+        return draw.pick([1e-5, 1e-3, 0.1, 0.5, 1.0])
+    if name == "keepdims":
+        return 1
+    if kind == "int":
+        return draw.integer(0, 1)
+    if kind == "float":
+        return draw.pick([0.5, 1.0, 2.0])
+    if kind == "string":
+        return draw.pick(["none", "tanh", ""])
+    return None

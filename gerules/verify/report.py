@@ -1,0 +1,70 @@
+"""Text for people: a small graph as one line per node, and a counterexample report.
+
+Invariant: every line names dtypes and shapes explicitly (``float32[1,3,4,4]``); constants show
+their value when they hold at most ``SHOWN`` elements, so a report reproduces by hand.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..ir.graph import Graph, Node
+from ..testing.equivalence import Mismatch
+
+SHOWN = 8
+
+
+def _value(array: np.ndarray) -> str:
+    flat = np.asarray(array).reshape(-1)
+    if flat.size <= SHOWN:
+        text = np.array2string(np.asarray(array), precision=4, separator=", ",
+                               max_line_width=10_000).replace("\n", "")
+        return f" = {text}"
+    return f" (min {float(flat.min()):.4g}, max {float(flat.max()):.4g})"
+
+
+def _attr(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return f"tensor{list(value.shape)}"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _node(node: Node, graph: Graph) -> str:
+    attrs = ", ".join(f"{k}={_attr(v)}" for k, v in node.attrs.items())
+    outs = ", ".join(f"{o}: {graph.type_of(o)}" for o in node.outputs if o)
+    args = ", ".join(i or "none" for i in node.inputs)
+    return f"{outs} = {node.qualified_op}({args})" + (f" {{{attrs}}}" if attrs else "")
+
+
+def graph_lines(graph: Graph) -> list[str]:
+    """Inputs, constants and nodes of a small graph, one per line."""
+    lines = [f"input {v.name}: {v.type}" for v in graph.inputs]
+    for name, array in graph.initializers.items():
+        lines.append(f"const {name}: {array.dtype.name}{list(array.shape)}{_value(array)}")
+    lines += [_node(n, graph) for n in graph.nodes]
+    lines.append("output " + ", ".join(f"{v.name}: {v.type}" for v in graph.outputs))
+    return lines
+
+
+def counterexample_text(lhs: Graph, rhs: Graph | None, problem: str,
+                        mismatch: Mismatch | None, feeds: dict[str, np.ndarray],
+                        tolerance: tuple[float, float] | None) -> str:
+    lines = [f"counterexample: {problem}", "  left side:"]
+    lines += [f"    {line}" for line in graph_lines(lhs)]
+    if rhs is not None:
+        lines.append("  right side:")
+        lines += [f"    {line}" for line in graph_lines(rhs)]
+    shapes = ", ".join(f"{k}: {v.dtype.name}{list(v.shape)}" for k, v in feeds.items()) or (
+        ", ".join(f"{v.name}: {v.type}" for v in lhs.inputs))
+    lines.append(f"  inputs: {shapes or 'none (all constant)'}")
+    if mismatch is not None:
+        lines.append(f"  {mismatch.describe()}")
+    if tolerance is not None:
+        lines.append(f"  tolerance: rtol={tolerance[0]:.3g}, atol={tolerance[1]:.3g}")
+    return "\n".join(lines)

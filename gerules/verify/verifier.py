@@ -1,0 +1,214 @@
+"""Verify compiled rules on random instances: both sides compute the same within the contract.
+
+For each rewrite of a rule (two for ``<=>``), up to ``attempts`` random instances of its left
+side are built (``instances``), small ones first; the compiled rule is applied to each through
+the engine (``apply``); where it fires, both sides run with the reference executor on
+``runs`` random inputs and are compared (``testing.compare``) within the tolerance of the
+rule's contract. The search stops at ``examples`` instances where the rule fired, or at the
+first counterexample.
+
+Tolerances (``tolerance``): ``@exact`` allows float rounding only: ``rtol`` of 1e-2 / 1e-4 /
+1e-9 for float16 / float32 / float64 and the same fraction of the output's largest magnitude
+as ``atol``. That is about 1,000 ulps of float32 (2^-23 = 1.2e-7): enough for the
+reassociations exact rules perform (folding a BatchNorm's scale into the weights of a
+convolution that sums hundreds of products, a GELU subgraph computed as one op), and orders of
+magnitude below what a wrong constant, a dropped epsilon or swapped operands cause on the
+instances drawn (epsilons up to 0.5, variances down to 0.01). ``@approx(rtol, atol)`` allows
+the stated tolerance, never less than the rounding above. Integer and bool outputs must be
+equal.
+
+Invariants:
+- A result is a function of the rule and ``seed``: reruns reproduce counterexamples.
+- ``verified`` needs at least one instance where the rule fired and none that failed; a rule
+  that never fires is ``no instance`` (a failure, listing the guards that rejected most); an
+  exception while verifying is ``error``, never hidden.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..dsl.compile import CompiledRule, CompiledRules
+from ..dsl.contract import Contract
+from ..engine import Rewrite
+from ..errors import GeError
+from ..ir.graph import Graph
+from ..ir.registry import Registry, default_registry
+from ..runtime.executor import Executor
+from ..testing.equivalence import Mismatch, compare
+from .apply import apply_rewrite
+from .instances import Instance, InstanceBuilder, Sampler
+from .proposals import Draw
+from .report import counterexample_text
+
+log = logging.getLogger(__name__)
+
+VERIFIED, COUNTEREXAMPLE, NO_INSTANCE, ERROR = ("verified", "counterexample", "no instance",
+                                                "error")
+EXACT_RTOL = {"float16": 1e-2, "float32": 1e-4, "float64": 1e-9}
+DTYPES = ("float32", "float32", "float32", "float16", "float64")
+
+
+@dataclass(frozen=True)
+class Settings:
+    examples: int = 10  # instances where the rule fired, per rewrite
+    attempts: int = 0  # instances tried per rewrite (0: max(120, 25 * examples))
+    runs: int = 2  # random inputs per instance
+    seed: int = 0
+
+    @property
+    def budget(self) -> int:
+        return self.attempts or max(120, 25 * self.examples)
+
+
+@dataclass
+class RuleResult:
+    """The verdict on one rule."""
+
+    name: str
+    where: str  # file:line
+    contract: Contract
+    status: str = VERIFIED
+    examples: int = 0
+    attempts: int = 0
+    detail: str = ""  # the counterexample, the missing instance's reasons, or the error
+    rejections: Counter[str] = field(default_factory=Counter)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == VERIFIED
+
+    def line(self) -> str:
+        head = f"{self.where}: rule {self.name} ({self.contract.tags}): {self.status}"
+        if self.ok:
+            return f"{head} on {self.examples} instance(s)"
+        return head
+
+
+def tolerance(contract: Contract, dtype: str, expected: np.ndarray) -> tuple[float, float]:
+    """``(rtol, atol)`` for comparing outputs of ``dtype`` (see the module docstring)."""
+    base = EXACT_RTOL.get(dtype, 0.0)
+    finite = np.abs(expected[np.isfinite(expected)]) if expected.dtype.kind == "f" else []
+    scale = max(1.0, float(np.max(finite))) if len(finite) else 1.0
+    if contract.exact:
+        return base, base * scale
+    return max(contract.rtol, base), max(contract.atol, base * scale)
+
+
+def verify_rule(rule: CompiledRule, settings: Settings = Settings(),
+                registry: Registry | None = None) -> RuleResult:
+    """Verify every rewrite of ``rule``; the first failing direction decides."""
+    registry = registry or default_registry()
+    start = time.perf_counter()
+    result = RuleResult(rule.name, f"{rule.span.file}:{rule.span.line}", rule.contract)
+    sides = (rule.source.lhs, rule.source.rhs)
+    for k, rewrite in enumerate(rule.rewrites):
+        try:
+            _verify_direction(rule, rewrite, sides[k], settings, registry, result)
+        except Exception as e:  # noqa: BLE001 - a crash in the verifier is a reported failure
+            log.debug("verifying %s failed", rule.name, exc_info=True)
+            result.status, result.detail = ERROR, f"{type(e).__name__}: {e}"
+        if not result.ok:
+            break
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def verify_library(rules: CompiledRules | Sequence[CompiledRule],
+                   settings: Settings = Settings(), registry: Registry | None = None
+                   ) -> list[RuleResult]:
+    items = rules.rules if isinstance(rules, CompiledRules) else rules
+    return [verify_rule(r, settings, registry) for r in items]
+
+
+def _verify_direction(rule: CompiledRule, rewrite: Rewrite, pattern: object,
+                      settings: Settings, registry: Registry, result: RuleResult) -> None:
+    builder = InstanceBuilder(rule.source, pattern, registry)  # type: ignore[arg-type]
+    fired = 0
+    hinted = sorted(builder.hints.dtypes)
+    for attempt in range(settings.budget):
+        draw = _draw(settings.seed, attempt, hinted)
+        result.attempts += 1
+        instance = builder.build(draw)
+        if instance is None:
+            result.rejections["no typing of the left side found"] += 1
+            continue
+        applied = apply_rewrite(instance.graph, rewrite, registry)
+        if applied.error:
+            return _fail(result, instance.graph, None, applied.error, None, {}, None)
+        if applied.graph is None:
+            result.rejections[applied.reason] += 1
+            continue
+        if not _compare(rule, instance, applied.graph, draw, settings, result):
+            return None
+        fired += 1
+        result.examples += 1
+        if fired >= settings.examples:
+            break
+    if not fired:
+        result.status = NO_INSTANCE
+        top = "; ".join(f"{reason} ({n}x)" for reason, n in result.rejections.most_common(3))
+        result.detail = (f"no instance found under its guards in {settings.budget} attempts; "
+                         f"most common rejections: {top}")
+    return None
+
+
+def _draw(seed: int, attempt: int, hinted: Sequence[str] = ()) -> Draw:
+    """Attempt ``attempt``'s choices: small dims first; float32 mostly, float16 and float64
+    too; a dtype the guards name (``dtype(x) == f16``) in three attempts out of four."""
+    rng = np.random.default_rng([seed, attempt])
+    dtype = DTYPES[attempt % len(DTYPES)]
+    if hinted and attempt % 4:
+        dtype = hinted[attempt % len(hinted)]
+    return Draw(rng, dtype, size=2 + (attempt // 8) % 4)
+
+
+def _feeds(instance: Instance, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    feeds = {}
+    for v in instance.graph.inputs:
+        shape = tuple(int(d) for d in v.shape or ())
+        sampler: Sampler = instance.samplers.get(v.name)
+        values = rng.standard_normal(shape) if sampler is None else rng.uniform(*sampler, shape)
+        feeds[v.name] = np.asarray(values).astype(v.dtype)
+    return feeds
+
+
+def _compare(rule: CompiledRule, instance: Instance, rhs: Graph, draw: Draw,
+             settings: Settings, result: RuleResult) -> bool:
+    lhs = instance.graph
+    for _ in range(settings.runs):
+        feeds = _feeds(instance, draw.rng)
+        try:
+            with np.errstate(all="ignore"):
+                want = Executor(lhs).run(feeds)
+        except GeError as e:
+            result.rejections[f"the left side does not run: {e}"] += 1
+            return True
+        try:
+            with np.errstate(all="ignore"):
+                got = Executor(rhs).run(feeds)
+        except GeError as e:
+            _fail(result, lhs, rhs, f"the right side does not run: {e}", None, feeds, None)
+            return False
+        (name,) = lhs.output_names
+        expected = np.asarray(want[name])
+        tol = tolerance(rule.contract, expected.dtype.name, expected)
+        mismatch = compare(expected, np.asarray(got[name]), *tol)
+        if mismatch is not None:
+            _fail(result, lhs, rhs, "the two sides differ", mismatch, feeds, tol)
+            return False
+    return True
+
+
+def _fail(result: RuleResult, lhs: Graph, rhs: Graph | None, problem: str,
+          mismatch: Mismatch | None, feeds: Mapping[str, np.ndarray],
+          tol: tuple[float, float] | None) -> None:
+    result.status = COUNTEREXAMPLE
+    result.detail = counterexample_text(lhs, rhs, problem, mismatch, dict(feeds), tol)
