@@ -7,8 +7,10 @@ Invariants:
   conditions run in order, so a ``Let`` can feed a later ``Guard``. ``Guard`` and ``Let`` are the
   two stock conditions (the rule language's ``where`` and ``let``).
 - An applier maps ``(egraph, root, subst)`` to the class ids to union with the root, adding
-  e-nodes as it needs. ``PatternApplier`` instantiates a pattern; with no conditions it runs a
-  closure compiled against the searcher's layout (no ``Subst`` is built).
+  e-nodes as it needs. ``PatternApplier`` instantiates a pattern; with no conditions the rewrite
+  is *pure* and applies whole match lists with code generated against the searcher's layout
+  (static attributes: straight-line Python; attribute variables or copies: closures), never
+  building a ``Subst``. Applying a pure rewrite's match twice changes nothing the second time.
 - Every name an applier pattern uses must be bound by the searcher or a ``Let``; this is checked
   when the rewrite is built (custom conditions defer the check to the first application).
 - ``incremental=True`` promises that conditions and applier read only the matched classes (their
