@@ -33,8 +33,9 @@ from typing import Any
 
 from .analysis import Analysis, AnalysisSet
 from .enode import Attrs, ENode
-from .errors import EngineError, InvariantError
+from .errors import EngineError
 from .explain import CONGRUENCE, Explanation, ProofForest
+from .invariants import check as check_invariants
 from .unionfind import UnionFind
 
 log = logging.getLogger(__name__)
@@ -442,59 +443,4 @@ class EGraph:
     # -------------------------------------------------------------- invariants
     def check_invariants(self) -> None:
         """Raise ``InvariantError`` when a documented invariant is broken (needs a clean graph)."""
-        if not self.is_clean:
-            raise InvariantError("e-graph has pending unions: call rebuild() first")
-        self._check_classes()
-        self._check_index()
-        self._check_parents()
-
-    def _fail(self, message: str) -> None:
-        raise InvariantError(message)
-
-    def _check_classes(self) -> None:
-        uf, seen = self._uf, 0
-        for cid, eclass in self._classes.items():
-            if uf.find(cid) != cid or eclass.id != cid:
-                self._fail(f"class #{cid} is not a root of the union-find")
-            if len(set(eclass.nodes)) != len(eclass.nodes):
-                self._fail(f"class #{cid} holds a node twice")
-            self._check_stamps(eclass)
-            for node in eclass.nodes:
-                if self.canonical(node) != node:
-                    self._fail(f"class #{cid}: {node} has non-canonical children")
-                if self._memo.get(node) is None or uf.find(self._memo[node]) != cid:
-                    self._fail(f"class #{cid}: {node} is not in the hashcons under its class")
-            seen += len(eclass.nodes)
-        if seen != self._node_count:
-            self._fail(f"node count {self._node_count} but classes hold {seen} nodes")
-        roots = sum(1 for i in range(len(uf)) if uf.is_root(i))
-        if roots != len(self._classes):
-            self._fail(f"{roots} union-find roots but {len(self._classes)} classes")
-
-    def _check_stamps(self, eclass: EClass) -> None:
-        if not len(eclass.nodes) == len(eclass.stamps) == len(eclass.forms):
-            self._fail(f"class #{eclass.id}: node and stamp lists differ in length")
-        if any(not f <= s <= eclass.stamp for s, f in zip(eclass.stamps, eclass.forms,
-                                                           strict=True)):
-            self._fail(f"class #{eclass.id}: a node stamp is out of order")
-        if eclass.ops != {n.op for n in eclass.nodes}:
-            self._fail(f"class #{eclass.id}: its op set disagrees with its nodes")
-
-    def _check_index(self) -> None:
-        expected: dict[str, set[int]] = {}
-        for eclass in self._classes.values():
-            for node in eclass.nodes:
-                expected.setdefault(node.op, set()).add(eclass.id)
-        actual = {op: ids for op, ids in self._by_op.items() if ids}
-        if expected != actual:
-            self._fail("classes_with_op disagrees with the classes' nodes")
-
-    def _check_parents(self) -> None:
-        find = self._uf.find
-        listed = {cid: {(self.canonical(n), find(p)) for n, p in eclass.parents}
-                  for cid, eclass in self._classes.items()}
-        for eclass in self._classes.values():
-            for node in eclass.nodes:
-                for child in set(node.children):
-                    if (node, eclass.id) not in listed[child]:
-                        self._fail(f"{node} in #{eclass.id} missing from parents of #{child}")
+        check_invariants(self)
