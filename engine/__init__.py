@@ -6,7 +6,8 @@ op index, deferred rebuild), ``analysis`` (make/merge/modify plug-ins: shape, co
 ``rewrite`` (searcher, conditions, applier), ``schedule`` and ``scheduler`` (rulesets,
 Seq/Repeat/Saturate, backoff), ``runner`` and ``report`` (limits, stop reasons, per-rule counts,
 provenance), ``extract`` and ``ilp`` (DAG-aware extraction), ``explain`` (proof forest),
-``sexpr`` (a small text syntax for patterns and terms), ``pause`` (GC pausing).
+``sexpr`` (a small text syntax for patterns and terms), ``pause`` (GC pausing),
+``invariants`` (what ``EGraph.check_invariants`` verifies).
 
 Type-check with ``mypy --strict``: ``cd /work/main && /root/venv/bin/mypy -p gerules.engine``
 (the installed package maps ``gerules.engine`` to this folder; ``tests/engine/test_typing.py``
