@@ -16,8 +16,9 @@ Invariants:
   given order; nodes nothing needs any more are dropped. Unknown nodes or indices are a
   ``UsageError`` naming them.
 - ``input_format`` is validated and recorded; it never changes the graph (ONNX is NCHW).
-- ``CompileResult.report`` is plain JSON data: source, options, optimize, precision, memory
-  figures per variant and the time of every phase (``phases_s``).
+- ``CompileResult.report`` is plain JSON data: source, options, optimize, precision, the final
+  graph's op counts and estimate (``final``: after precision, Casts included), memory figures
+  per variant and the time of every phase (``phases_s``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .build import BuildResult, build_om
-from .cost import DEFAULT_SOC
+from .cost import DEFAULT_SOC, NpuCostModel
 from .errors import UsageError
 from .ir.graph import Dim, Graph, TensorType, Value
 from .ir.registry import Registry, default_registry, suggest
@@ -258,6 +259,8 @@ def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
             prec.errors = measure_error(optimized, final, dims=dims[0], registry=registry)
     report = {"source": source, "options": options.to_json(),
               "optimize": opt_report.to_json(), "precision": prec.to_json(),
+              "final": _final(final, opt_report if final is optimized else None,
+                              options.soc_version, registry),
               "phases_s": {k: round(v, 4) for k, v in phase.times.items()}}
     with phase("plan memory and write"):
         build = build_om(final, output, options=options.to_json(), report=report,
@@ -268,6 +271,14 @@ def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
     report["phases_s"] = {k: round(v, 4) for k, v in phase.times.items()}
     return CompileResult(build.path, final, opt_report, build, time.perf_counter() - start,
                          report, prec, dict(phase.times), optimized)
+
+
+def _final(graph: Graph, unchanged: OptimizeReport | None, soc: str, registry: Registry
+           ) -> dict[str, Any]:
+    """Op counts and estimate of the graph written (after precision: Casts included)."""
+    estimate = (unchanged.estimate_after if unchanged is not None
+                else NpuCostModel(soc, registry).graph(graph))
+    return {"nodes": len(graph.nodes), "ops": graph.op_counts(), "estimate": estimate.to_json()}
 
 
 def _prepare(graph: Graph, options: CompileOptions, dynamic: bool, registry: Registry

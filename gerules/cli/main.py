@@ -59,6 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.command_line = shlex.join([PROG, *raw])  # recorded verbatim in what we write
     if args.log != "null":
         logging.basicConfig(level=args.log.upper(), format=f"{PROG}: %(levelname)s: %(message)s")
+    else:  # no handler at all would make logging print warnings through its last resort
+        logging.getLogger().addHandler(logging.NullHandler())
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import GeError
+from ..ir.attrs import Attrs
 from ..ir.dtypes import ONNX_CODES
 from ..ir.graph import Graph, Node, TensorType
 from ..ir.infer import infer_node, schema_for
@@ -206,7 +207,7 @@ class _Rewriter:
         if name in self.inits and name not in self.outputs:
             self.convert_weight(name, new, dtype)
         else:
-            self.nodes.append(Node("Cast", (name,), (new,), {"to": ONNX_CODES[dtype]},
+            self.nodes.append(Node("Cast", (name,), (new,), Attrs({"to": ONNX_CODES[dtype]}),
                                    name=self.fresh(f"{name}_to_{SHORT[dtype]}")))
             self.report.casts += 1
         self.alias[(name, dtype)] = new
@@ -215,10 +216,14 @@ class _Rewriter:
 
     def convert_weight(self, name: str, new: str, dtype: str) -> None:
         old = self.inits[name]
-        top = float(np.finfo(dtype).max)
-        over = np.isfinite(old) & (np.abs(old) > top)
-        self.report.overflow += int(np.count_nonzero(over))
-        arr = (np.clip(old, -top, top) if over.any() else old).astype(dtype)
+        with np.errstate(over="ignore"):  # overflowing values are replaced just below
+            arr = old.astype(dtype)
+        if arr.dtype.itemsize < old.dtype.itemsize:  # narrowing: saturate, never inf
+            top = float(np.finfo(dtype).max)
+            over = np.isfinite(old) & (np.abs(old) > top)
+            if over.any():
+                self.report.overflow += int(np.count_nonzero(over))
+                arr = np.clip(old, -top, top).astype(dtype)
         self.inits[new] = arr
         before, after = self.report.weight_bytes
         self.report.weight_bytes = (before + old.nbytes, after + arr.nbytes)
@@ -244,7 +249,7 @@ class _Rewriter:
 
     def cast_back(self, tensor: str, output: str) -> None:
         dtype = self.outputs[output]
-        self.nodes.append(Node("Cast", (tensor,), (output,), {"to": ONNX_CODES[dtype]},
+        self.nodes.append(Node("Cast", (tensor,), (output,), Attrs({"to": ONNX_CODES[dtype]}),
                                name=self.fresh(f"{output}_to_{SHORT.get(dtype, dtype)}")))
         self.report.casts += 1
 

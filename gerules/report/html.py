@@ -114,13 +114,14 @@ def summary(r: Mapping[str, Any]) -> str:
     opt, opts = r.get("optimize", {}), r.get("options", {})
     est = opt.get("estimate", {})
     before = est.get("before", {}).get("total_us", 0.0)
-    after = r.get("precision", {}).get("estimate", {}).get(
-        "estimated_us_after", est.get("after", {}).get("total_us", 0.0))
-    first = next(iter(r.get("memory", {}).values()), {})
+    after = (r.get("final") or {}).get("estimate", {}).get(
+        "total_us", est.get("after", {}).get("total_us", 0.0))
+    first: Mapping[str, Any] = next(iter(r.get("memory", {}).values()), {})
     speed = before / after if after else 0.0
     cards = [
         _card(f"{opt.get('nodes', {}).get('before', 0)} \u2192 "
-              f"{opt.get('nodes', {}).get('after', 0)}", "nodes before \u2192 after"),
+              f"{(r.get('final') or {}).get('nodes', opt.get('nodes', {}).get('after', 0))}",
+              "nodes before \u2192 after"),
         _card(f"{before:,.0f} \u2192 {after:,.0f} \u00b5s",
               f"latency ({speed:.2f}x), estimate"),
         _card(mib(first.get("arena")), f"arena (no reuse: {mib(first.get('no_reuse'))})"),
@@ -138,25 +139,35 @@ def summary(r: Mapping[str, Any]) -> str:
             + (f"<p>command line: <code>{esc(cmd)}</code></p>" if cmd else ""))
 
 
+def _after(r: Mapping[str, Any]) -> tuple[Mapping[str, int], Mapping[str, float], str]:
+    """Op counts and estimates of the graph written: after optimization and precision."""
+    final, opt = r.get("final"), r.get("optimize", {})
+    if final:
+        return (final.get("ops", {}), final.get("estimate", {}).get("by_op_us", {}),
+                final.get("estimate", {}).get("label", ""))
+    after = opt.get("estimate", {}).get("after", {})
+    return opt.get("ops", {}).get("after", {}), after.get("by_op_us", {}), after.get("label", "")
+
+
 def ops(r: Mapping[str, Any]) -> str:
     opt = r.get("optimize", {})
-    before, after = opt.get("ops", {}).get("before", {}), opt.get("ops", {}).get("after", {})
-    est = opt.get("estimate", {})
-    eb = est.get("before", {}).get("by_op_us", {})
-    ea = est.get("after", {}).get("by_op_us", {})
+    before = opt.get("ops", {}).get("before", {})
+    eb = opt.get("estimate", {}).get("before", {}).get("by_op_us", {})
+    after, ea, _ = _after(r)
     names = sorted(set(before) | set(after), key=lambda o: (-before.get(o, 0), o))
     rows = [(o, before.get(o, 0), after.get(o, 0), float(eb.get(o, 0.0)), float(ea.get(o, 0.0)))
             for o in names]
-    return _table(["op", "count before", "count after", "est. \u00b5s before",
-                   "est. \u00b5s after"], rows, numeric=(1, 2, 3, 4))
+    return (_table(["op", "count before", "count after", "est. \u00b5s before",
+                    "est. \u00b5s after"], rows, numeric=(1, 2, 3, 4))
+            + '<p class="muted">after: the graph written, after optimization and precision '
+              "changes (Casts included).</p>")
 
 
 def latency(r: Mapping[str, Any]) -> str:
-    est = r.get("optimize", {}).get("estimate", {})
-    eb = est.get("before", {}).get("by_op_us", {})
-    ea = est.get("after", {}).get("by_op_us", {})
+    eb = r.get("optimize", {}).get("estimate", {}).get("before", {}).get("by_op_us", {})
+    _, ea, label = _after(r)
     rows = [Pair(o, float(eb.get(o, 0.0)), float(ea.get(o, 0.0))) for o in set(eb) | set(ea)]
-    label = est.get("after", {}).get("label") or r.get("estimate_label", "")
+    label = label or r.get("estimate_label", "")
     chart = paired_bars(rows, unit="\u00b5s", title="estimated latency per op type")
     return chart + f'<p class="muted">{esc(label)}; symbolic dims count as 1.</p>'
 

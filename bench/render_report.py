@@ -1,0 +1,100 @@
+"""Convert a model atc-style with an HTML report, render the report headless, save a PNG.
+
+    python bench/render_report.py [--model PATH | --model cnn] [--png docs/img/report.png]
+                                  [--width 1000 --height 4200] [--json figures.json]
+
+Default model: ResNet-50 from ``bench/.cache`` (``python bench/models.py resnet50`` exports it;
+needs the ``torch`` extra); ``--model cnn`` uses the small test CNN of ``gerules.testing``. The
+conversion is the README's main-job command line, run through ``ge-rewrite`` itself::
+
+    ge-rewrite --model=MODEL --framework=5 --output=OUT --soc_version=Ascend310P3 \\
+        --input_shape=input:1,3,224,224 --precision_mode=force_fp16 --report=OUT.html
+
+The page is rendered by Chromium (``apt-get install chromium``) with a fresh profile and no
+network (``gerules.report.screenshot``). Prints the conversion and render times, the page
+size and the PNG size; ``--json`` writes the same figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import onnx
+
+from gerules.cli.main import main as ge_rewrite
+from gerules.report.screenshot import find_chromium, png_size, screenshot
+from gerules.testing.models import cnn
+
+ROOT = Path(__file__).resolve().parent.parent
+RESNET = ROOT / "bench" / ".cache" / "resnet50-opset17.onnx"
+
+
+def _model(choice: str, folder: Path) -> tuple[Path, str]:
+    """The model file (linked into ``folder`` under a short name) and its --input_shape."""
+    if choice == "cnn":
+        path = folder / "cnn.onnx"
+        onnx.save(cnn().model, path)
+        return Path(path.name), "input:1,3,16,16"
+    source = Path(choice).resolve()
+    if not source.is_file():
+        sys.exit(f"{source} not found: run 'python bench/models.py resnet50' first, or use "
+                 "--model cnn")
+    link = folder / ("resnet50.onnx" if source == RESNET else source.name)
+    link.symlink_to(source)
+    return Path(link.name), "input:1,3,224,224"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=str(RESNET), help="ONNX file, or 'cnn'")
+    parser.add_argument("--png", type=Path, default=ROOT / "docs" / "img" / "report.png")
+    parser.add_argument("--width", type=int, default=1000)
+    parser.add_argument("--height", type=int, default=4200)
+    parser.add_argument("--keep", type=Path, help="also copy the HTML report here")
+    parser.add_argument("--json", type=Path, help="write the figures here")
+    args = parser.parse_args()
+    chromium = find_chromium()
+    if chromium is None:
+        sys.exit("no Chromium found: apt-get install -y chromium")
+    png = args.png.resolve()
+    home = Path.cwd()
+    with tempfile.TemporaryDirectory(prefix="gerules-report-") as tmp:
+        folder = Path(tmp)
+        model, shape = _model(args.model, folder)
+        os.chdir(folder)  # short relative paths in the report (it shows the command line)
+        out = Path(model.stem)
+        argv = [f"--model={model}", "--framework=5", f"--output={out}",
+                "--soc_version=Ascend310P3", f"--input_shape={shape}",
+                "--precision_mode=force_fp16", f"--report={out}.html"]
+        start = time.perf_counter()
+        code = ge_rewrite(argv)
+        convert_s = time.perf_counter() - start
+        if code != 0:
+            return code
+        html = Path(f"{out}.html")
+        start = time.perf_counter()
+        screenshot(html, png, width=args.width, height=args.height, chromium=chromium)
+        render_s = time.perf_counter() - start
+        figures = {"model": args.model, "convert_s": round(convert_s, 2),
+                   "render_s": round(render_s, 2), "html_bytes": html.stat().st_size,
+                   "png": str(png), "png_size": list(png_size(png))}
+        html_text = html.read_bytes()
+        os.chdir(home)
+        if args.keep:
+            args.keep.write_bytes(html_text)
+    print(f"\nconverted in {figures['convert_s']} s; rendered by {chromium} in "
+          f"{figures['render_s']} s; page {figures['html_bytes']} bytes; wrote {png} "
+          f"({figures['png_size'][0]}x{figures['png_size'][1]})")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
