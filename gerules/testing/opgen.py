@@ -161,6 +161,25 @@ def cast_roundtrip(b: Builder) -> bool:
     return True
 
 
+def identity_ops(b: Builder) -> bool:
+    """An op that changes nothing (x + 0, x * 1, a no-op Transpose or Reshape, -(-x)...):
+    simplification rules remove them, and in an e-graph they make classes that contain
+    themselves, which extraction must not turn into cycles."""
+    x = b.pick()
+    assert x is not None
+    kind = b.integer(0, 6)
+    if kind <= 3:
+        op, value = [("Add", 0.0), ("Mul", 1.0), ("Sub", 0.0), ("Div", 1.0)][kind]
+        b.add(op, [x.name, b.const(np.full(const_shape(b, x.shape), value, b.dtype))])
+    elif kind == 4:
+        b.add("Transpose", [x.name], {"perm": list(range(x.rank))})
+    elif kind == 5 and all(isinstance(d, int) for d in x.shape):
+        b.add("Reshape", [x.name, b.ints([int(d) for d in x.shape])])
+    else:
+        b.add("Neg", [b.add("Neg", [x.name])[0].name])
+    return True
+
+
 def duplicate(b: Builder) -> bool:
     """Repeat an earlier node with the same inputs: a shared subterm for CSE to find."""
     candidates = [n for n in b.nodes if len(n.outputs) == 1]
@@ -168,39 +187,6 @@ def duplicate(b: Builder) -> bool:
         return False
     node = choice(b.chooser, candidates)
     b.add(node.op, list(node.inputs), dict(node.attrs), domain=node.domain)
-    return True
-
-
-# ----------------------------------------------------------------------------- linear algebra
-
-
-def matmul(b: Builder) -> bool:
-    x = b.pick(lambda t: t.rank >= 1 and t.static(-1))
-    if x is None:
-        return False
-    k = int(x.shape[-1])
-    other = b.pick(lambda t: t.rank >= 2 and t.shape[-2] == k and t.static(-1)
-                   and broadcasts(t.shape[:-2], x.shape[:-2]))
-    if other is not None and x.rank >= 2 and coin(b.chooser):
-        b.add("MatMul", [x.name, other.name])
-    else:
-        n = b.integer(1, 6)
-        b.add("MatMul", [x.name, b.weights((k, n), -1 / math.sqrt(k), 1 / math.sqrt(k))])
-    return True
-
-
-def gemm(b: Builder) -> bool:
-    x = b.pick(lambda t: t.rank == 2 and t.static(1))
-    if x is None:
-        return False
-    k, n = int(x.shape[1]), b.integer(1, 6)
-    trans_b = b.integer(0, 1)
-    w = b.weights((n, k) if trans_b else (k, n))
-    args = [x.name, w] + ([b.weights(choice(b.chooser, [(n,), (1, n), ()]))]
-                          if coin(b.chooser) else [])
-    attrs = {"transB": trans_b, "alpha": choice(b.chooser, [1.0, 0.5]),
-             "beta": choice(b.chooser, [1.0, 2.0])}
-    b.add("Gemm", args, attrs)
     return True
 
 
@@ -328,96 +314,19 @@ def expand(b: Builder) -> bool:
     return True
 
 
-# ----------------------------------------------------------------------------- reductions
-
-
-def softmax(b: Builder) -> bool:
-    x = b.pick(lambda t: t.rank >= 1)
-    if x is None:
-        return False
-    op = choice(b.chooser, ("Softmax", "LogSoftmax"))
-    b.add(op, [x.name], {"axis": b.integer(-x.rank, x.rank - 1)})
-    return True
-
-
-def reduce(b: Builder) -> bool:
-    x = b.pick(lambda t: t.rank >= 1)
-    if x is None:
-        return False
-    op = choice(b.chooser, ("ReduceMean", "ReduceSum", "ReduceMax"))
-    axes = sorted({b.integer(0, x.rank - 1) for _ in range(b.integer(1, x.rank))})
-    b.add(op, [x.name, b.ints(axes)], {"keepdims": b.integer(0, 1)})
-    return True
-
-
-# ----------------------------------------------------------------------------- CNN
-
-
-def conv(b: Builder) -> bool:
-    x = b.pick(is_4d)
-    if x is None:
-        return False
-    c, h, w = (int(d) for d in x.shape[1:])
-    group = choice(b.chooser, divisors(c))
-    m = group * b.integer(1, 3)
-    kh, kw = b.integer(1, min(3, h)), b.integer(1, min(3, w))
-    pads = [b.integer(0, kh - 1), b.integer(0, kw - 1)] * 2 if coin(b.chooser) else [0, 0, 0, 0]
-    attrs = {"kernel_shape": [kh, kw], "pads": pads, "group": group,
-             "strides": [b.integer(1, 2)] * 2}
-    scale = 1 / math.sqrt(c // group * kh * kw)
-    args = [x.name, b.weights((m, c // group, kh, kw), -scale, scale)]
-    if coin(b.chooser):
-        args.append(b.weights((m,), -0.1, 0.1))
-    b.add("Conv", args, attrs)
-    return True
-
-
-def batchnorm(b: Builder) -> bool:
-    x = b.pick(lambda t: t.rank >= 2 and t.static(1))
-    if x is None:
-        return False
-    c = int(x.shape[1])
-    args = [x.name, b.weights((c,), 0.5, 1.5), b.weights((c,), -0.5, 0.5),
-            b.weights((c,), -0.5, 0.5), b.weights((c,), 0.5, 2.0)]
-    b.add("BatchNormalization", args, {"epsilon": choice(b.chooser, [1e-5, 1e-3])})
-    return True
-
-
-def layernorm(b: Builder) -> bool:
-    x = b.pick(lambda t: t.rank >= 1 and t.static(-1))
-    if x is None:
-        return False
-    n = int(x.shape[-1])
-    args = [x.name, b.weights((n,), 0.5, 1.5)]
-    if coin(b.chooser):
-        args.append(b.weights((n,), -0.5, 0.5))
-    b.add("LayerNormalization", args, {"axis": -1, "epsilon": 1e-5})
-    return True
-
-
-def pool(b: Builder) -> bool:
-    x = b.pick(is_4d)
-    if x is None:
-        return False
-    op = choice(b.chooser, ("MaxPool", "AveragePool", "GlobalAveragePool"))
-    if op == "GlobalAveragePool":
-        b.add(op, [x.name])
-        return True
-    h, w = int(x.shape[2]), int(x.shape[3])
-    k = [b.integer(1, min(3, h)), b.integer(1, min(3, w))]
-    b.add(op, [x.name], {"kernel_shape": k, "strides": [b.integer(1, 2)] * 2})
-    return True
-
-
 def _table() -> dict[str, Generator]:
+    from .motifs import MOTIFS
+    from .nngen import batchnorm, conv, gemm, layernorm, matmul, pool, reduce, softmax
+
     return {
         "Relu": relu, "unary": unary, "unary_attr": unary_attr, "binary": binary,
         "Div": divide, "Pow": power, "Clip": clip, "Where": where, "Cast": cast_roundtrip,
-        "duplicate": duplicate, "MatMul": matmul, "Gemm": gemm, "Transpose": transpose,
+        "duplicate": duplicate, "identity_ops": identity_ops, "MatMul": matmul, "Gemm": gemm,
+        "Transpose": transpose,
         "Reshape": reshape, "Flatten": flatten, "Unsqueeze": unsqueeze, "Squeeze": squeeze,
         "Concat": concat, "Split": split, "Slice": slice_, "Expand": expand,
         "Softmax": softmax, "Reduce": reduce, "Conv": conv, "BatchNormalization": batchnorm,
-        "LayerNormalization": layernorm, "Pool": pool,
+        "LayerNormalization": layernorm, "Pool": pool, **MOTIFS,
     }
 
 

@@ -6,7 +6,7 @@ on both sides within its declared numerical contract.
 - ``RuleResult.status`` is ``verified``, ``counterexample`` (``detail`` holds the minimal graph,
   shapes, inputs and max error), ``no instance`` (the rule never fired on the instances tried:
   a failure) or ``error``.
-- Modules: ``hints`` (what guards say), ``proposals`` (operands and attributes per op),
+- Modules: ``hints`` (what guards say), ``proposals`` (operands per op), ``attributes``,
   ``instances`` (random left sides as graphs), ``apply`` (the compiled rule through the engine),
   ``verifier`` (the loop, tolerances), ``report`` (text).
 """

@@ -39,19 +39,18 @@ from ..ir.attrs import Attrs
 from ..ir.graph import Graph, Node, TensorType, Value
 from ..ir.registry import MAX_OPSET, OpSchema, Registry, default_registry
 from ..ir.verify import verify
+from .attributes import attr_candidate, sample_attrs
 from .hints import Hints
 from .proposals import (
     ABSENT,
     SHAPED,
     Draw,
     Operand,
-    attr_candidate,
     broadcast_variant,
     float_operand,
     int_operand,
     is_int_port,
     reference,
-    sample_attrs,
     scalar_operand,
     tensor,
 )

@@ -1,0 +1,131 @@
+"""Op generators for the subgraphs exporters write and optimizers fuse (see ``opgen``).
+
+Each motif adds a few nodes at once, the way PyTorch's exporter writes them, so random graphs
+contain what the shipped rules look for: a convolution block (Conv, BatchNormalization with
+constant statistics, an activation, sometimes a residual Add), a linear layer (MatMul by a
+constant weight, a bias Add, an activation), GELU spelled with Erf, LayerNormalization spelled
+with ReduceMean / Pow / Sqrt, and scaled dot-product attention.
+
+Invariants: as for ``opgen`` (every node infers; a motif declines when no tensor fits), and
+the motifs use ai.onnx ops only, so graphs stay runnable by onnxruntime.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .graphgen import Builder, Tensor, choice, coin
+
+ACTIVATIONS = ("Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Gelu")
+
+
+def is_4d(t: Tensor) -> bool:
+    return t.rank == 4 and all(isinstance(d, int) for d in t.shape[1:])
+
+
+def _activation(b: Builder, x: str) -> str:
+    op = choice(b.chooser, ACTIVATIONS if b.options.opset >= 20 else ACTIVATIONS[:-1])
+    return b.add(op, [x])[0].name
+
+
+def _scalar(b: Builder, value: float) -> str:
+    return b.const(np.asarray(value, dtype=b.dtype))
+
+
+def conv_block(b: Builder) -> bool:
+    """Conv (+ bias) -> BatchNormalization -> activation, sometimes + a residual."""
+    x = b.pick(is_4d)
+    if x is None:
+        return False
+    c = int(x.shape[1])
+    group = choice(b.chooser, [1, 1, c] if c > 1 else [1])
+    m = group * b.integer(1, 2) if group > 1 else b.integer(1, 4)
+    k = choice(b.chooser, [1, 3]) if min(int(x.shape[2]), int(x.shape[3])) >= 3 else 1
+    bound = 1 / math.sqrt(c // group * k * k)
+    args = [x.name, b.weights((m, c // group, k, k), -bound, bound)]
+    if coin(b.chooser):
+        args.append(b.weights((m,), -0.1, 0.1))
+    y = b.add("Conv", args, {"kernel_shape": [k, k], "pads": [k // 2] * 4,
+                             "group": group})[0].name
+    if coin(b.chooser):
+        y = b.add("BatchNormalization", [y, b.weights((m,), 0.5, 1.5), b.weights((m,)),
+                                         b.weights((m,)), b.weights((m,), 0.5, 2.0)])[0].name
+    if m == c and coin(b.chooser):
+        y = b.add("Add", [y, x.name])[0].name
+    if coin(b.chooser):
+        _activation(b, y)
+    return True
+
+
+def linear(b: Builder) -> bool:
+    """MatMul by a constant weight, then a bias Add and maybe an activation."""
+    x = b.pick(lambda t: t.rank >= 2 and t.static(-1))
+    if x is None:
+        return False
+    k, n = int(x.shape[-1]), b.integer(1, 6)
+    y = b.add("MatMul", [x.name, b.weights((k, n), -1 / math.sqrt(k), 1 / math.sqrt(k))])[0]
+    y = b.add("Add", [y.name, b.weights((n,), -0.1, 0.1)])[0]
+    if coin(b.chooser):
+        _activation(b, y.name)
+    return True
+
+
+def gelu_erf(b: Builder) -> bool:
+    """``x * 0.5 * (1 + erf(x / sqrt 2))`` in one of the two orders exporters write."""
+    x = b.pick()
+    assert x is not None
+    erf = b.add("Erf", [b.add("Div", [x.name, _scalar(b, math.sqrt(2))])[0].name])[0]
+    one_plus = b.add("Add", [erf.name, _scalar(b, 1.0)])[0]
+    if coin(b.chooser):
+        inner = b.add("Mul", [x.name, one_plus.name])[0]
+        b.add("Mul", [inner.name, _scalar(b, 0.5)])
+    else:
+        half = b.add("Mul", [x.name, _scalar(b, 0.5)])[0]
+        b.add("Mul", [half.name, one_plus.name])
+    return True
+
+
+def layernorm_subgraph(b: Builder) -> bool:
+    """LayerNormalization over the last axis, spelled out (opset 18: axes as an input)."""
+    x = b.pick(lambda t: t.rank >= 1 and t.static(-1))
+    if x is None:
+        return False
+    n = int(x.shape[-1])
+    axes = b.ints([-1])
+    mean = b.add("ReduceMean", [x.name, axes], {"keepdims": 1})[0]
+    d = b.add("Sub", [x.name, mean.name])[0]
+    sq = b.add("Pow", [d.name, _scalar(b, 2.0)])[0]
+    var = b.add("ReduceMean", [sq.name, b.ints([-1])], {"keepdims": 1})[0]
+    std = b.add("Sqrt", [b.add("Add", [var.name, _scalar(b, 1e-5)])[0].name])[0]
+    y = b.add("Div", [d.name, std.name])[0]
+    y = b.add("Mul", [y.name, b.weights((n,), 0.5, 1.5)])[0]
+    b.add("Add", [y.name, b.weights((n,), -0.5, 0.5)])
+    return True
+
+
+def attention(b: Builder) -> bool:
+    """``softmax(q @ kt / sqrt(d) [+ mask]) @ v`` on a rank-4 tensor split into q, k, v."""
+    x = b.pick(lambda t: t.rank == 4 and all(isinstance(d, int) for d in t.shape[1:]))
+    if x is None:
+        return False
+    d = int(x.shape[-1])
+    q, v = x.name, b.add("Neg", [x.name])[0].name
+    kt = b.add("Transpose", [b.add("Sigmoid", [x.name])[0].name], {"perm": [0, 1, 3, 2]})[0]
+    scores = b.add("MatMul", [q, kt.name])[0]
+    if coin(b.chooser):
+        s = b.add("Div", [scores.name, _scalar(b, math.sqrt(d))])[0]
+    else:
+        s = b.add("Mul", [scores.name, _scalar(b, 1 / math.sqrt(d))])[0]
+    if coin(b.chooser):
+        s_len = int(x.shape[2])
+        mask = np.where(np.tril(np.ones((s_len, s_len))) > 0, 0.0, -1e4).astype(b.dtype)
+        s = b.add("Add", [s.name, b.const(mask)])[0]
+    p = b.add("Softmax", [s.name], {"axis": -1})[0]
+    b.add("MatMul", [p.name, v])
+    return True
+
+
+MOTIFS = {"conv_block": conv_block, "linear": linear, "gelu_erf": gelu_erf,
+          "layernorm_subgraph": layernorm_subgraph, "attention": attention}

@@ -1,0 +1,101 @@
+"""Attributes for a rule's left side: the ones a pattern leaves open (``strides``,
+``epsilon``, ``perm``...) and candidates for attribute variables (``{perm = p}``).
+
+Invariant: values are drawn to expose mistakes rather than to be typical: epsilons up to 0.5,
+non-identity permutations, strides of 2, grouped convolutions, Gemm's alpha and beta off 1,
+while the common value (1.0, identity, defaults) keeps a fair share so guards that ask for
+it still pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .proposals import Draw, Operand
+
+FLOAT_CODES = (1, 10, 11)  # float32, float16, float64
+
+
+def _perm(draw: Draw, rank: int) -> tuple[int, ...]:
+    if draw.coin(0.3):
+        return tuple(range(rank))
+    return tuple(int(i) for i in draw.rng.permutation(rank))
+
+
+def _axis(draw: Draw, rank: int) -> int:
+    return draw.integer(-rank, rank - 1) if rank else 0
+
+
+def _conv_attrs(draw: Draw, x: Operand | None) -> dict[str, Any]:
+    if x is None or x.value is None or x.value.ndim != 4:
+        return {}
+    c, h, w = x.shape[1:]
+    k = (draw.integer(1, min(3, h)), draw.integer(1, min(3, w)))
+    group = c if c > 1 and draw.coin(0.2) else 1
+    return {"kernel_shape": k, "group": group, "strides": (draw.pick([1, 1, 2]),) * 2,
+            "pads": (draw.integer(0, k[0] - 1), draw.integer(0, k[1] - 1)) * 2,
+            "dilations": (1, 1) if draw.coin(0.8) or min(h, w) < 5 else (2, 2)}
+
+
+def sample_attrs(op: str, draw: Draw, x: Operand | None) -> dict[str, Any]:
+    """Attributes the pattern does not fix, drawn to expose mistakes (see the module doc)."""
+    rank = x.value.ndim if x is not None and x.value is not None else 0
+    eps = draw.pick([1e-5, 1e-3, 0.1, 0.5])
+    table: dict[str, Callable[[], dict[str, Any]]] = {
+        "Conv": lambda: _conv_attrs(draw, x),
+        "ge.FusedConv": lambda: _conv_attrs(draw, x),
+        "BatchNormalization": lambda: {"epsilon": eps},
+        "InstanceNormalization": lambda: {"epsilon": eps},
+        "LayerNormalization": lambda: {"epsilon": eps,
+                                       "axis": draw.pick([-1, -1, _axis(draw, rank)])},
+        "ge.AddLayerNorm": lambda: {"epsilon": eps},
+        "Transpose": lambda: {"perm": _perm(draw, rank)},
+        "Softmax": lambda: {"axis": _axis(draw, rank)},
+        "LogSoftmax": lambda: {"axis": _axis(draw, rank)},
+        "Concat": lambda: {"axis": _axis(draw, rank)},
+        "Flatten": lambda: {"axis": draw.integer(0, rank)},
+        "Gemm": lambda: {"alpha": draw.pick([1.0, 1.0, 0.5]), "beta": draw.pick([1.0, 1.0, 2.0]),
+                         "transA": int(draw.coin(0.25)), "transB": int(draw.coin())},
+        "ge.FusedMatMul": lambda: {"transB": int(draw.coin(0.3))},
+        "Gelu": lambda: {"approximate": draw.pick(["none", "tanh"])},
+        "ge.Gelu": lambda: {"approximate": draw.pick(["none", "tanh"])},
+        "LeakyRelu": lambda: {"alpha": draw.pick([0.01, 0.2])},
+        "Elu": lambda: {"alpha": draw.pick([1.0, 0.5])},
+        "Cast": lambda: {"to": draw.pick(FLOAT_CODES)},
+        "ge.Attention": lambda: {"scale": draw.pick([0.125, 0.5, 1.0])},
+        "Shape": lambda: {"start": draw.pick([0, 0, 1, -1])},
+    }
+    if op.startswith("Reduce"):
+        return {"keepdims": int(draw.coin())}
+    make = table.get(op)
+    return make() if make is not None else {}
+
+
+def attr_candidate(name: str, kind: str, draw: Draw, x: Operand | None,
+                   earlier: Sequence[Any]) -> Any:
+    """A value for an attribute variable (``{perm = p}``): like ``sample_attrs``, sometimes
+    equal to an earlier attribute variable of the same kind (guards such as ``a2 == a1``)."""
+    same_kind = [v for v in earlier if isinstance(v, tuple) == (kind in ("ints", "floats"))]
+    if same_kind and draw.coin(0.5):
+        return draw.pick(same_kind)
+    rank = x.value.ndim if x is not None and x.value is not None else 0
+    if name == "perm":
+        return _perm(draw, rank)
+    if name == "axes":
+        return (draw.integer(-1, -1) if draw.coin() else draw.integer(0, max(0, rank - 1)),)
+    if name in ("axis",):
+        return _axis(draw, rank)
+    if name == "to":
+        return draw.pick(FLOAT_CODES)
+    if name in ("epsilon", "alpha", "beta", "scale"):
+        return draw.pick([1e-5, 1e-3, 0.1, 0.5, 1.0])
+    if name == "keepdims":
+        return 1
+    if kind == "int":
+        return draw.integer(0, 1)
+    if kind == "float":
+        return draw.pick([0.5, 1.0, 2.0])
+    if kind == "string":
+        return draw.pick(["none", "tanh", ""])
+    return None
