@@ -254,6 +254,45 @@ def greedy_choice(problem: Problem) -> list[int]:
     return choice
 
 
+# ------------------------------------------------------------ sharing pass
+SHARE_CANDIDATES = 4_096  # exact re-costings the sharing pass may spend
+
+
+def share(problem: Problem, choice: list[int]) -> list[int]:
+    """Local search after greedy: use what the chosen DAG already pays for.
+
+    Greedy judges each class alone, so a class keeps its own node even when another of its
+    nodes is cheaper *given* the classes chosen elsewhere (a fused op's second output, say,
+    whose tuple node another class already pays for). Here a class switches to a locally
+    cheaper node whose children are all in the chosen DAG, and the switch is kept only when
+    the exact DAG cost (which also rejects any cycle) drops.
+    """
+    choice = list(choice)
+    budget = SHARE_CANDIDATES
+    while budget > 0:
+        order, cycle = _find_cycle(problem, choice)
+        if cycle:
+            return choice
+        chosen = set(order)
+        best = math.fsum(problem.nodes[i][choice[i]][1] for i in order)
+        improved = False
+        for i in order:
+            current = problem.nodes[i][choice[i]][1]
+            for j, (_, weight, kids) in enumerate(problem.nodes[i]):
+                if j == choice[i] or weight >= current or not chosen.issuperset(kids):
+                    continue
+                budget -= 1
+                old, choice[i] = choice[i], j
+                cost = dag_cost(problem, choice)
+                if cost < best - _EPS * (1.0 + abs(best)):
+                    best, improved, current = cost, True, weight
+                else:
+                    choice[i] = old
+        if not improved:
+            break
+    return choice
+
+
 # -------------------------------------------------------------- finishing up
 def _find_cycle(problem: Problem, choice: list[int]) -> tuple[list[int], list[int]]:
     """(post-order of the chosen DAG, classes on one chosen cycle or [])."""
@@ -337,7 +376,7 @@ def extract(
         problem = Problem.build(egraph, (roots,) if isinstance(roots, int) else roots, cost)
         if method == "tree":
             return finish(problem, tree_choice(problem), "tree")
-        greedy = finish(problem, greedy_choice(problem), "greedy")
+        greedy = finish(problem, share(problem, greedy_choice(problem)), "greedy")
     if method == "greedy":
         return greedy
     from .ilp import ilp_refine

@@ -148,7 +148,11 @@ def emit(egraph: EGraph, p: Prepared) -> int:
     cid = int(egraph.add(ENode(p.value, p.attrs, children)))
     if p.output is None:
         return cid
-    return int(egraph.add(ENode(PROJ, (("index", p.output),), (cid,))))
+    # Every output of a new tuple node gets its projection, so rules rooted at another
+    # output (``ge.AddLayerNorm(...)[1] => Add(x, r)``) can find it.
+    count = int(dict(p.attrs).get(OUTPUTS_ATTR, p.output + 1))
+    projs = [int(egraph.add(ENode(PROJ, (("index", k),), (cid,)))) for k in range(count)]
+    return projs[p.output]
 
 
 def tensor_of(egraph: EGraph, name: str, cid: int) -> Tensor:

@@ -94,6 +94,19 @@ def test_dag_extraction_beats_tree_extraction_on_shared_subterms() -> None:
     check_valid(eg, dag)
 
 
+def test_sharing_pass_reuses_what_the_dag_already_pays_for() -> None:
+    # A fused tuple T (class 4, cost 6) computes both B's value (Proj0) and A's (Proj1).
+    # Classes: 0 = x, 1 = y, 2 = A {Add(x, y) 5, Proj1(T) 0}, 3 = B {LN(A) 5, Proj0(T) 0},
+    # 4 = T {Fused(x, y) 6}. Greedy picks Proj0 for B (6 < 10) but Add for A (5 < 6): total
+    # 11; given T is paid for anyway, A's Proj1 costs nothing: total 6.
+    eg, ids = build([[(0, ())], [(0, ())], [(5, (0, 1)), (0, (4,))], [(5, (2,)), (0, (4,))],
+                     [(6, (0, 1))]])
+    dag = extract(eg, [ids[2], ids[3]], cost_attr)
+    check_valid(eg, dag)
+    assert dag.cost == 6
+    assert dag.choices[ids[2]].get("tag") == "2.1" and dag.choices[ids[3]].get("tag") == "3.1"
+
+
 def test_self_loops_are_never_chosen() -> None:
     eg, ids = build([[(0, (0,)), (0, (1,)), (5, ())], [(1, (0,)), (2, ())]])
     for method in ("greedy", "tree", "ilp"):

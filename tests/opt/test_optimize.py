@@ -54,7 +54,7 @@ def test_npu_target_keeps_outputs_and_fuses(name: str) -> None:
     assert "BatchNormalization" not in counts and "Erf" not in counts
     assert report.nodes_after < report.nodes_before
     assert report.estimate_after.total_us < report.estimate_before.total_us
-    assert report.stop_reason == "saturated" and not report.warnings
+    assert report.stop_reason in ("saturated", "schedule done") and not report.warnings
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
