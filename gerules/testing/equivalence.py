@@ -74,7 +74,7 @@ def _mismatch(reason: str, expected: np.ndarray, got: np.ndarray, bad: np.ndarra
         e, g = expected.astype(np.float64), got.astype(np.float64)
         err = np.where(bad, np.abs(g - e), 0.0)
         err = np.where(np.isnan(err), np.inf, err)
-        rel = err / np.maximum(np.abs(e), np.finfo(np.float64).tiny)
+        rel = np.where(np.abs(e) > 0, err / np.abs(e), np.where(err > 0, np.inf, 0.0))
     flat = int(np.argmax(err)) if err.size else 0
     index = tuple(int(i) for i in np.unravel_index(flat, bad.shape)) if bad.ndim else ()
     return Mismatch(reason, float(err.max()), float(np.nanmax(np.where(bad, rel, 0.0))),
