@@ -1,18 +1,21 @@
 """Convert a model atc-style with an HTML report, render the report headless, save a PNG.
 
-    python bench/render_report.py [--model PATH | --model cnn] [--png docs/img/report.png]
-                                  [--width 1000 --height 4200] [--json figures.json]
+    python bench/render_report.py [--model tiny_resnet|resnet50|cnn] [--png docs/img/report.png]
+                                  [--width 1000 --height 4200] [--keep report.html]
+                                  [--json figures.json]
 
-Default model: ResNet-50 from ``bench/.cache`` (``python bench/models.py resnet50`` exports it;
-needs the ``torch`` extra); ``--model cnn`` uses the small test CNN of ``gerules.testing``. The
-conversion is the README's main-job command line, run through ``ge-rewrite`` itself::
+The default is the README's main-job command on the bundled example, run through
+``ge-rewrite`` itself in a scratch folder (so the report shows short relative paths)::
 
-    ge-rewrite --model=MODEL --framework=5 --output=OUT --soc_version=Ascend310P3 \\
-        --input_shape=input:1,3,224,224 --precision_mode=force_fp16 --report=OUT.html
+    ge-rewrite --model=tiny_resnet.onnx --framework=5 --output=tiny_resnet \
+        --soc_version=Ascend310P3 --input_shape=image:-1,3,32,32 --dynamic_batch_size=1,8 \
+        --report=tiny_resnet.html
 
-The page is rendered by Chromium (``apt-get install chromium``) with a fresh profile and no
-network (``gerules.report.screenshot``). Prints the conversion and render times, the page
-size and the PNG size; ``--json`` writes the same figures.
+``resnet50`` converts ResNet-50 from ``bench/.cache`` (``python bench/models.py resnet50``
+exports it; needs the ``torch`` extra) with ``--precision_mode=force_fp16``; ``cnn`` the small
+test CNN of ``gerules.testing``. The page is rendered by Chromium (``apt-get install
+chromium``) with a fresh profile and no network (``gerules.report.screenshot``). Prints the
+conversion and render times, the page size and the PNG size; ``--json`` writes the figures.
 """
 
 from __future__ import annotations
@@ -32,27 +35,31 @@ from gerules.report.screenshot import find_chromium, png_size, screenshot
 from gerules.testing.models import cnn
 
 ROOT = Path(__file__).resolve().parent.parent
-RESNET = ROOT / "bench" / ".cache" / "resnet50-opset17.onnx"
+PRESETS: dict[str, tuple[Path | None, list[str]]] = {
+    "tiny_resnet": (ROOT / "examples" / "models" / "tiny_resnet.onnx",
+                    ["--input_shape=image:-1,3,32,32", "--dynamic_batch_size=1,8"]),
+    "resnet50": (ROOT / "bench" / ".cache" / "resnet50-opset17.onnx",
+                 ["--input_shape=input:1,3,224,224", "--precision_mode=force_fp16"]),
+    "cnn": (None, ["--input_shape=input:1,3,16,16", "--precision_mode=allow_mix_precision"]),
+}
 
 
-def _model(choice: str, folder: Path) -> tuple[Path, str]:
-    """The model file (linked into ``folder`` under a short name) and its --input_shape."""
-    if choice == "cnn":
-        path = folder / "cnn.onnx"
+def _model(choice: str, folder: Path) -> tuple[Path, list[str]]:
+    """The model, linked or written into ``folder`` under a short name, and its flags."""
+    source, flags = PRESETS[choice]
+    path = folder / f"{choice}.onnx"
+    if source is None:
         onnx.save(cnn().model, path)
-        return Path(path.name), "input:1,3,16,16"
-    source = Path(choice).resolve()
-    if not source.is_file():
-        sys.exit(f"{source} not found: run 'python bench/models.py resnet50' first, or use "
-                 "--model cnn")
-    link = folder / ("resnet50.onnx" if source == RESNET else source.name)
-    link.symlink_to(source)
-    return Path(link.name), "input:1,3,224,224"
+    elif not source.is_file():
+        sys.exit(f"{source} not found: run 'python bench/models.py resnet50' first")
+    else:
+        path.symlink_to(source)
+    return Path(path.name), flags
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=str(RESNET), help="ONNX file, or 'cnn'")
+    parser.add_argument("--model", default="tiny_resnet", choices=sorted(PRESETS))
     parser.add_argument("--png", type=Path, default=ROOT / "docs" / "img" / "report.png")
     parser.add_argument("--width", type=int, default=1000)
     parser.add_argument("--height", type=int, default=4200)
@@ -66,12 +73,11 @@ def main() -> int:
     home = Path.cwd()
     with tempfile.TemporaryDirectory(prefix="gerules-report-") as tmp:
         folder = Path(tmp)
-        model, shape = _model(args.model, folder)
+        model, flags = _model(args.model, folder)
         os.chdir(folder)  # short relative paths in the report (it shows the command line)
         out = Path(model.stem)
         argv = [f"--model={model}", "--framework=5", f"--output={out}",
-                "--soc_version=Ascend310P3", f"--input_shape={shape}",
-                "--precision_mode=force_fp16", f"--report={out}.html"]
+                "--soc_version=Ascend310P3", *flags, f"--report={out}.html"]
         start = time.perf_counter()
         code = ge_rewrite(argv)
         convert_s = time.perf_counter() - start

@@ -121,7 +121,9 @@ def _axis_text(x: float, y: float, text: str, anchor: str) -> str:
 
 
 def _mib(n: int) -> str:
-    return f"{n / (1 << 20):.2f} MiB" if n >= 1 << 16 else f"{n} B"
+    if n >= 1 << 20:
+        return f"{n / (1 << 20):.1f} MiB"
+    return f"{n / 1024:.1f} KiB" if n >= 1024 else f"{n} B"
 
 
 def _color(name: str) -> str:

@@ -175,3 +175,13 @@ def test_nhwc_needs_a_4d_input(tmp_path: Path, capsys: pytest.CaptureFixture[str
     code = main(["compile", str(tmp_path / "m.onnx"), f"--output={tmp_path / 'm'}",
                  "--input_format=NHWC"])
     assert code == 2 and "--input_format=NHWC needs a 4-D input" in capsys.readouterr().err
+
+
+def test_the_user_guide_names_every_unsupported_flag_and_mode() -> None:
+    from gerules.cli.atc import UNSUPPORTED
+    from gerules.precision import MODES
+
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "CONVERTING.md").read_text()
+    missing = [flag for flag in [*UNSUPPORTED, *(f"`{m}`" for m in MODES)]
+               if flag not in guide]
+    assert not missing, f"docs/CONVERTING.md does not mention {missing}"
