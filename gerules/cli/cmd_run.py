@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..build import check_budget
 from ..errors import GeError, ModelError, UsageError
 from ..ir.graph import Value
 from ..onnx_io import DEFAULT_MAX_TENSOR_BYTES, load_model
@@ -52,6 +53,10 @@ class Runnable:
 
 def load_onnx(path: Path, args: argparse.Namespace) -> Runnable:
     graph = load_model(path, max_bytes=args.max_tensor_bytes)
+    try:  # a tensor over the budget (a ConstantOfShape bomb) is refused before anything runs
+        check_budget(graph, args.max_tensor_bytes)
+    except GeError as e:
+        raise e.with_place(file=str(path)) from None
     required = tuple(v for v in graph.inputs if v.name not in graph.initializers)
     return Runnable(required, graph.output_names, Executor(graph).run)
 
