@@ -9,7 +9,9 @@
   ``dtypes``, ``shapes``, ``broadcastable_shapes``, ``tensors``, ``graphs``, ``feeds``,
   ``graphs_with_feeds`` (see ``gerules.testing.strategies``).
 - ``Sandbox``: run a function on fuzzed input in a forked worker with a time and memory
-  budget (``gerules.testing.sandbox``); ``gerules.testing.mutate`` holds the mutators.
+  budget (``gerules.testing.sandbox``); ``gerules.testing.mutate`` holds the mutators and
+  ``gerules.testing.fuzz`` the targets (what ``ge-rewrite`` does with an ONNX, ``.om`` or
+  ``.ger`` file, as one function of its bytes).
 - ``models`` (small real architectures) and ``bad_models`` (the bad-file catalogue).
 
 Invariant: importing this package needs neither pytest nor hypothesis.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..ir.graph import Graph
 from .equivalence import Mismatch, assert_equivalent, compare
 from .graphgen import GraphOptions, RngChooser, build_graph, random_feeds
 
@@ -29,7 +32,7 @@ __all__ = ["GraphOptions", "Mismatch", "Sandbox", "assert_equivalent", "compare"
            "random_feeds", "random_graph", *_STRATEGIES]
 
 
-def random_graph(seed: int = 0, **options: Any) -> Any:
+def random_graph(seed: int = 0, **options: Any) -> Graph:
     """A random verified graph from a NumPy seed; ``options`` are ``GraphOptions`` fields."""
     return build_graph(RngChooser(seed), GraphOptions(**options))
 
