@@ -2,9 +2,9 @@
 
 Invariants:
 - ``route(argv)``: a command line that starts with an atc flag (``--model=...``,
-  ``--mode=...``, ``--om=...``, ``--framework=...``) is a ``compile`` command line, so
-  ``ge-rewrite --model=m.onnx --framework=5 --output=m`` works as atc's does; ``--debug`` stays
-  in front. Every other command line is returned unchanged.
+  ``--mode=...``, ``--om=...``, ``--framework=...``), after any global flags, is a ``compile``
+  command line, so ``ge-rewrite --model=m.onnx --framework=5 --output=m`` works as atc's does.
+  Every other command line is returned unchanged.
 - An atc flag we do not implement is accepted by the parser only to fail with one line that
   names it and says what to do instead (exit 2), never argparse's generic text.
 - Importing this module is cheap (``main`` imports it for ``route``); the work imports lazily.
@@ -25,6 +25,7 @@ from ..errors import UsageError
 from ..fileio import atomic_write, check_output_path
 
 ATC_START = ("--model", "--om", "--mode", "--framework", "--weight", "--singleop")
+GLOBAL = ("--debug", "--log")  # flags of ge-rewrite itself, before any subcommand
 FRAMEWORKS = {"5": "onnx", "onnx": "onnx", "pytorch": "pytorch", "torch": "pytorch"}
 NOT_YET = {"0": "Caffe", "1": "MindSpore", "3": "TensorFlow"}
 MODES = {"0": "compile", "1": "om to json", "3": "pre-check", "6": "model info"}
@@ -93,13 +94,17 @@ def add_unsupported(p: argparse.ArgumentParser) -> None:
 
 
 def route(argv: Sequence[str]) -> list[str]:
-    """``argv`` with ``compile`` inserted when it starts like an atc command line."""
+    """``argv`` with ``compile`` inserted when it starts like an atc command line.
+
+    Global flags (``--debug``, ``--log LEVEL``) may come first; ``compile`` goes after them.
+    """
     args = list(argv)
-    flags = [a for a in args if a != "--debug"]
-    if not flags or flags[0].split("=", 1)[0] not in ATC_START:
+    k = 0
+    while k < len(args) and args[k].split("=", 1)[0] in GLOBAL:
+        k += 1 if "=" in args[k] or args[k] == "--debug" else 2
+    if k >= len(args) or args[k].split("=", 1)[0] not in ATC_START:
         return args
-    front = ["--debug"] if "--debug" in args else []
-    return [*front, "compile", *flags]
+    return [*args[:k], "compile", *args[k:]]
 
 
 def framework(value: str | None, model: Path | None) -> str:

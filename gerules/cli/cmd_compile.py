@@ -31,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        description="Optimize a model for the NPU, plan its memory and write "
                        "NAME.om. atc's flag names are accepted (docs/CONVERTING.md).")
     p.add_argument("model", type=Path, nargs="?", help="model file (.onnx, or .pt/.pt2)")
-    p.add_argument("--model", dest="model_flag", type=Path, help="model file (atc spelling)")
+    p.add_argument("--model", dest="model_flag", type=Path, metavar="MODEL",
+                   help="model file (atc spelling)")
     p.add_argument("--output", metavar="NAME", help="write NAME.om")
     p.add_argument("--framework", metavar="F",
                    help="5 = ONNX (default for .onnx), pytorch = TorchScript or torch.export "

@@ -16,7 +16,10 @@ from ..opt.optimize import OptimizeReport
 
 
 def mib(n: int) -> str:
-    return f"{n / (1 << 20):.2f} MiB"
+    """A byte count for people: KiB below 1 MiB, else MiB (GiB from 10 GiB)."""
+    if n >= 10 << 30:
+        return f"{n / (1 << 30):.1f} GiB"
+    return f"{n / (1 << 20):.2f} MiB" if n >= 1 << 20 else f"{n / 1024:.1f} KiB"
 
 
 def op_table(report: OptimizeReport) -> list[str]:

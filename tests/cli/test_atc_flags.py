@@ -185,3 +185,18 @@ def test_the_user_guide_names_every_unsupported_flag_and_mode() -> None:
     missing = [flag for flag in [*UNSUPPORTED, *(f"`{m}`" for m in MODES)]
                if flag not in guide]
     assert not missing, f"docs/CONVERTING.md does not mention {missing}"
+
+
+@pytest.mark.parametrize("argv, routed", [
+    (["--model=m.onnx", "--output=m"], ["compile", "--model=m.onnx", "--output=m"]),
+    (["--log", "info", "--mode=6", "--om=m.om"],
+     ["--log", "info", "compile", "--mode=6", "--om=m.om"]),
+    (["--debug", "--framework=5"], ["--debug", "compile", "--framework=5"]),
+    (["compile", "--model=m.onnx"], ["compile", "--model=m.onnx"]),
+    (["run", "m.om"], ["run", "m.om"]),
+    (["--help"], ["--help"]),
+])
+def test_atc_command_lines_route_to_compile(argv: list[str], routed: list[str]) -> None:
+    from gerules.cli.atc import route
+
+    assert route(argv) == routed
