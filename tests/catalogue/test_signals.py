@@ -59,7 +59,8 @@ def _interrupt_when(proc: subprocess.Popen[str], ready: object, limit: float = 1
 
 @pytest.mark.slow
 def test_ctrl_c_while_the_om_is_written(tmp_path: Path) -> None:
-    """SIGINT once the temporary .om exists: exit 130, one line, no temp file, no output."""
+    """SIGINT once the temporary .om exists: exit 130, one line, no temp file, and no output
+    unless the signal arrived after the rename (then the output is complete)."""
     model = _big_model(tmp_path / "big.onnx")
     proc = subprocess.Popen([*CLI, "compile", str(model), "--output", "out", "--opt_level",
                              "O0"], cwd=tmp_path, stdout=subprocess.PIPE,
@@ -69,7 +70,9 @@ def test_ctrl_c_while_the_om_is_written(tmp_path: Path) -> None:
     assert sent, f"compile ended before its temp file was seen: {proc.returncode} {err}"
     assert proc.returncode == 130, err
     assert err == "ge-rewrite: interrupted\n" and "Traceback" not in out
-    assert _temps(tmp_path) == [] and not (tmp_path / "out.om").exists()
+    assert _temps(tmp_path) == []
+    if (tmp_path / "out.om").exists():  # the signal landed just after the rename: complete
+        OmFile(tmp_path / "out.om").close()
 
 
 def test_ctrl_c_during_start_up(tmp_path: Path) -> None:
