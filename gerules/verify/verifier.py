@@ -116,6 +116,8 @@ def verify_rule(rule: CompiledRule, settings: Settings = Settings(),
             log.debug("verifying %s failed", rule.name, exc_info=True)
             result.status, result.detail = ERROR, f"{type(e).__name__}: {e}"
         if not result.ok:
+            if k:  # a <=> rule failing only right to left: say so
+                result.detail = "(the right-to-left direction) " + result.detail
             break
     result.seconds = time.perf_counter() - start
     return result

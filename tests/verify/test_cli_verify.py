@@ -24,7 +24,7 @@ def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
 def test_wrong_rules_fail_with_counterexamples(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _run([WRONG, "--examples", "3"], capsys)
     assert code == 1 and err == ""
-    assert out.splitlines()[-1] == "rules verified: 2 / 6"
+    assert out.splitlines()[-1] == "rules verified: 3 / 7"
     assert re.search(r"wrong\.ger:\d+: rule swap_matmul \(@exact\): counterexample\n"
                      r"    counterexample: ", out)
     assert re.search(r"rule never_fires \(@exact\): no instance\n    no instance found", out)

@@ -61,6 +61,8 @@ def test_a_rule_that_never_fires_is_a_failure(results: dict[str, RuleResult]) ->
 def test_right_rules_pass(results: dict[str, RuleResult]) -> None:
     r = results["relu_twice"]
     assert r.ok and r.examples == 6 and r.line().endswith("verified on 6 instance(s)")
+    both = results["neg_sub_both_ways"]  # <=>: each direction from its own left side
+    assert both.ok and both.examples == 12
 
 
 def test_results_are_reproducible() -> None:
