@@ -10,8 +10,9 @@ few times before the instance is given up.
 
 Invariants:
 - An instance is a function of the ``Draw`` (seeded): replaying a seed rebuilds it.
-- The graph passes ``verify``; its single output ``y`` is the pattern's root (``Op(..)[k]``
-  takes output ``k``). Variables keep their names; wildcards and literals get ``_<k>`` names.
+- The graph passes ``verify``; its single output ``%out`` is the pattern's root
+  (``Op(..)[k]`` takes output ``k``). Variables keep their names; wildcards and literals are
+  named ``%<k>`` and node outputs ``%t<k>``: no rule variable can be spelled with ``%``.
 - Float variables are graph inputs unless a guard needs them constant (``const(..)``); integer
   operands, literals and hinted values are initializers. ``samplers`` says how to redraw each
   input for another run (the range it was drawn from).
@@ -56,7 +57,7 @@ from .proposals import (
 )
 
 TRIES = 6  # draws per op before the instance is given up
-OUTPUT = "_out"
+OUTPUT = "%out"
 Sampler = tuple[float, float] | None  # uniform range, or None for N(0, 1)
 
 
@@ -82,7 +83,7 @@ class _State:
 
     def name(self, base: str = "") -> str:
         self.fresh += 1
-        return f"_{self.fresh}" if not base else base
+        return f"%{self.fresh}" if not base else base
 
 
 class InstanceBuilder:
@@ -268,7 +269,7 @@ class InstanceBuilder:
         names = [self._bind(arg, o, state) for arg, o in zip(call.args, operands, strict=True)]
         k = len(state.nodes)
         count = (call.output or 0) + 1
-        outputs = [f"t{k}" if i == (call.output or 0) else f"t{k}_{i}" for i in range(count)]
+        outputs = [f"%t{k}" if i == (call.output or 0) else f"%t{k}_{i}" for i in range(count)]
         node = Node(call.op, tuple(names), tuple(outputs), Attrs(attrs), name=f"n{k}_{call.op}",
                     domain=call.domain)
         state.nodes.append(node)
