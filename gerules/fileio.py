@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import tempfile
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -42,12 +44,17 @@ def check_output_path(path: str | os.PathLike[str], inputs: Iterable[str | os.Pa
 def atomic_open(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     """Open a temp file beside ``path`` for binary writing; rename onto ``path`` on success."""
     target = Path(path)
+    # A Ctrl-C between creating the temp file and the ``try`` below would leave it behind,
+    # so SIGINT is held until we are inside it (then delivered, and the file removed).
+    held = _hold_sigint()
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
                                    dir=str(target.parent) if str(target.parent) else ".")
     except OSError as e:
+        _release(held)
         raise _cannot_write(target, e) from None
     try:
+        _release(held)
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             yield f
@@ -60,6 +67,19 @@ def atomic_open(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
         if isinstance(e, OSError):
             raise _cannot_write(target, e) from None
         raise
+
+
+def _hold_sigint() -> set[signal.Signals] | None:
+    """Block SIGINT at the OS level (main thread, POSIX); returns the mask to restore."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(
+            signal, "pthread_sigmask"):
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+def _release(held: set[signal.Signals] | None) -> None:
+    if held is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _cannot_write(target: Path, e: OSError) -> GeError:
