@@ -36,7 +36,8 @@ def test_byte_mutations(sandbox: Sandbox, data: st.DataObject) -> None:
     case = mutate_bytes(seed, DrawChooser(data.draw), om_seeds())
     outcome = sandbox.run(case)
     check(outcome, case, "om")
-    assert outcome.kind == "error" or case == seed  # checksums catch every byte change
+    # checksums catch every byte change (a splice may rebuild a whole seed, which is fine)
+    assert outcome.kind == "error" or case in om_seeds()
 
 
 @FUZZ
