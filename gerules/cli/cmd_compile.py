@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 
 from ..compiler import CompileOptions, compile_model
-from ..errors import UsageError
+from ..errors import ModelError, ResourceLimit, UsageError
 from ..fileio import check_output_path
 from ..ir.graph import Graph
 from ..onnx_io import DEFAULT_MAX_TENSOR_BYTES, load_model
@@ -126,8 +126,11 @@ def _compile(args: argparse.Namespace, source: Path, framework: str) -> int:
     with Progress() as progress:
         progress(f"load {framework} model")
         graph = _load(source, framework, opts)
-        result = compile_model(graph, opts, output, command_line=args.command_line,
-                               source=str(source), progress=progress)
+        try:
+            result = compile_model(graph, opts, output, command_line=args.command_line,
+                                   source=str(source), progress=progress)
+        except (ModelError, ResourceLimit) as e:  # found in the model after loading it
+            raise e.with_place(file=str(source))
         written = _write_report(args, result, progress) if args.report else []
     print(summary.optimize_summary(result.optimize))
     print(summary.precision_summary(result.report["precision"]))
