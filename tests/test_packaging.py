@@ -30,7 +30,8 @@ def test_every_package_is_listed() -> None:
 
 def test_no_top_level_engine_package(tmp_path: Path) -> None:
     """Installed, the engine is ``gerules.engine``; a bare ``import engine`` finds nothing."""
-    code = "import importlib.util as u; print(u.find_spec('engine') is None, u.find_spec('gerules.engine') is not None)"
+    code = ("import importlib.util as u; "
+            "print(u.find_spec('engine') is None, u.find_spec('gerules.engine') is not None)")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                          text=True, check=True).stdout.split()
     assert out == ["True", "True"]

@@ -15,7 +15,8 @@ from typing import Any, Union
 
 import numpy as np
 
-AttrValue = Union[int, float, str, tuple[int, ...], tuple[float, ...], tuple[str, ...], np.ndarray]
+AttrValue = Union[  # noqa: UP007 - a runtime alias (``X | Y`` of generics needs 3.12 here)
+    int, float, str, tuple[int, ...], tuple[float, ...], tuple[str, ...], np.ndarray]
 
 
 def normalize(value: Any) -> AttrValue:

@@ -289,8 +289,8 @@ MODEL_CASES = [
          r"^model\.onnx: tensor 'w': raw data has 20 bytes but its shape and type need 16$"),
     Case("M15-compile-memory-bomb", ("compile", "model.onnx", "--output", "out"),
          write("model.onnx", _memory_bomb()), 3,
-         r"^model\.onnx: node 'bomb' \(ConstantOfShape\): tensor 'y': float32\[1048576,1048576\] needs "
-         r"4398046511104 bytes, over the tensor budget"),
+         r"^model\.onnx: node 'bomb' \(ConstantOfShape\): tensor 'y': "
+         r"float32\[1048576,1048576\] needs 4398046511104 bytes, over the tensor budget"),
     Case("M15-run-memory-bomb", ("run", "model.onnx"), write("model.onnx", _memory_bomb()), 3,
          r"^model\.onnx: node 'bomb' \(ConstantOfShape\): tensor 'y': .* needs "
          r"4398046511104 bytes, over the tensor budget of 4294967296$"),

@@ -10,8 +10,8 @@ Invariants:
 - FusedConv: ``Y = act(conv(X, W, B) + Z)``; FusedMatMul: ``Y = act(A @ B' + C)`` with
   MatMul's batching, ``B' = B^T`` (last two dims) when ``transB=1``.
 - Attention: ``softmax(Q @ Kt * scale + Mask) @ V`` computed in float32 (float64 inputs in
-  float64, so the fusion stays exact for them too) with the maximum subtracted; ``Kt`` is the already transposed key ``[..., D, Sk]``; ``scale`` defaults to
-  ``1 / sqrt(D)``.
+  float64, so the fusion stays exact for them too) with the maximum subtracted; ``Kt`` is the
+  already transposed key ``[..., D, Sk]``; ``scale`` defaults to ``1 / sqrt(D)``.
 - AddLayerNorm: ``S = X + R``, ``Y = LayerNormalization(S)``; the optional second output is
   ``S`` itself (for the next residual).
 """
