@@ -11,12 +11,13 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
-AttrValue = Union[  # noqa: UP007 - a runtime alias (``X | Y`` of generics needs 3.12 here)
-    int, float, str, tuple[int, ...], tuple[float, ...], tuple[str, ...], np.ndarray]
+AttrValue = (
+    int | float | str | tuple[int, ...] | tuple[float, ...] | tuple[str, ...] | np.ndarray
+)
 
 
 def normalize(value: Any) -> AttrValue:
