@@ -87,14 +87,21 @@ class Builder:
         """A new node; computed inputs take the first tensor input's dtype, else ``outer``
         (the dtype expected where this node is used: the matched root's at the top)."""
         ctx = context_of(egraph)
-        tensor_args = {id(a): self.node(a, egraph, env, classes, outer) for a in call.args
-                       if self.is_tensor(a)}
-        like = next((d for p in tensor_args.values() if (d := _prepared_dtype(egraph, p))),
-                    outer)
-        children = tuple(tensor_args.get(id(a)) or self.node(a, egraph, env, classes, like)
-                         for a in call.args)
         try:
             schema = ctx.schema(call.qualified)
+        except GeError as err:
+            raise PrepareError(f"{call.qualified}: {err}") from None
+        # A port with one element type (int64 shapes and axes) decides its operand's dtype.
+        fixed = [_port_dtype(schema, k) for k in range(len(call.args))]
+        tensor_args = {id(a): self.node(a, egraph, env, classes, fixed[k] or outer)
+                       for k, a in enumerate(call.args) if self.is_tensor(a)}
+        like = next((d for k, a in enumerate(call.args) if id(a) in tensor_args
+                     and not fixed[k] and (d := _prepared_dtype(egraph, tensor_args[id(a)]))),
+                    outer)
+        children = tuple(tensor_args.get(id(a)) or self.node(a, egraph, env, classes,
+                                                             fixed[k] or like)
+                         for k, a in enumerate(call.args))
+        try:
             attrs = self.attrs(call, schema, env)
             if call.output is not None:
                 attrs[OUTPUTS_ATTR] = schema.max_outputs or call.output + 1
@@ -134,6 +141,14 @@ def _prepared_dtype(egraph: EGraph, p: Prepared) -> str | None:
     if p.kind == "const":
         return str(p.value.dtype)
     return None
+
+
+def _port_dtype(schema: Any, index: int) -> str | None:
+    """The element type input ``index`` of ``schema`` requires, if it requires one."""
+    ports = schema.inputs
+    if index < len(ports):
+        return ports[index].dtype  # type: ignore[no-any-return]
+    return ports[-1].dtype if ports and ports[-1].variadic else None
 
 
 def emit(egraph: EGraph, p: Prepared) -> int:

@@ -67,6 +67,7 @@ class Port:
     name: str
     optional: bool = False
     variadic: bool = False  # the last port may repeat (Concat's inputs, Split's outputs)
+    dtype: str | None = None  # the one element type this input takes (int64 for shapes, axes)
 
 
 InferFn = Callable[[Sequence["TensorType | None"], Sequence["np.ndarray | None"], Call],

@@ -25,7 +25,25 @@ def verify(graph: Graph, registry: Registry | None = None, *, shapes: bool = Tru
     _check_order(graph)
     for node in graph.nodes:
         _check_signature(node, graph, registry)
-    return infer_graph(graph, registry) if shapes else graph
+    if not shapes:
+        return graph
+    inferred = infer_graph(graph, registry)
+    for node in inferred.nodes:
+        _check_port_types(node, inferred, registry)
+    return inferred
+
+
+def _check_port_types(node: Node, graph: Graph, registry: Registry) -> None:
+    """Inputs whose port takes integers (shapes, axes, sizes) must be integer tensors."""
+    schema = schema_for(node, graph, registry)
+    for i, name in enumerate(node.inputs):
+        port = schema.inputs[min(i, len(schema.inputs) - 1)] if schema.inputs else None
+        if not name or port is None or port.dtype is None:
+            continue
+        t = graph.type_of(name)
+        if t is not None and port.dtype == "int64" and t.dtype not in ("int64", "int32"):
+            raise GraphError(f"input '{port.name}' must be an integer tensor, got {t.dtype}",
+                             node=node.label, op=node.qualified_op, tensor=name)
 
 
 def _check_ssa(graph: Graph) -> None:

@@ -145,3 +145,27 @@ def test_all_off_but_one_rule_on() -> None:
     out, _ = optimize(graph, OptimizeOptions(target="onnx", disabled=frozenset({"ALL"}),
                                              enabled=frozenset({"fold_conv_bn"})))
     assert "BatchNormalization" not in out.op_counts()
+
+
+def test_static_transformer_for_onnxruntime_keeps_integer_shapes() -> None:
+    """With static shapes the flat-Gemm and Reshape rules fire; what they add must be valid
+    ONNX (Reshape shapes are int64) and compute the same in onnxruntime."""
+    from gerules.compiler import fix_input_shapes
+    from gerules.ir.verify import verify
+
+    case, graph = _load("transformer_encoder")
+    graph = verify(fix_input_shapes(graph, {"input_ids": (2, 8), "attention_mask": (2, 8)},
+                                    keep_batch=False)[0])
+    out, report = optimize(graph, OptimizeOptions(target="onnx"))
+    assert report.rules["matmul_add_to_flat_gemm"]["applied"] > 0
+    for node in out.nodes:
+        if node.op == "Reshape":
+            assert out.initializers[node.inputs[1]].dtype == np.int64
+    session = ort.InferenceSession(to_model_proto(out).SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    feeds = case.feeds(0)
+    want = run_graph(graph, feeds)
+    got = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds),
+                   strict=True))
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], **TOL, err_msg=k)

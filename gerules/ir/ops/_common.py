@@ -178,12 +178,17 @@ def shape_math_unit(ins: Types, outs: Sequence[TensorType]) -> Unit:
 # ----------------------------------------------------------------------------- builders
 
 
+PORT_DTYPES = {"i64": "int64", "bool": "bool"}
+
+
 def ports(spec: str) -> tuple[Port, ...]:
-    """Ports from ``"X W B?"``: ``?`` marks optional, ``*`` variadic (last port only)."""
+    """Ports from ``"X W B? shape:i64"``: ``?`` marks optional, ``*`` variadic (last port
+    only), ``:i64`` the one element type the port takes (shapes, axes, sizes)."""
     out = []
     for word in spec.split():
-        name = word.rstrip("?*")
-        out.append(Port(name, optional="?" in word, variadic="*" in word))
+        name, _, dtype = word.rstrip("?*").partition(":")
+        out.append(Port(name, optional="?" in word, variadic="*" in word,
+                        dtype=PORT_DTYPES[dtype] if dtype else None))
     return tuple(out)
 
 

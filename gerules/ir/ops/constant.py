@@ -130,7 +130,7 @@ SCHEMAS = [
                "tensor", "float", "floats", "int", "ints", "string", "strings", "tensor"),
                strict=True)],
            doc="a constant tensor from one value_* attribute"),
-    schema("ConstantOfShape", 9, "input", "output", _cos_infer, _cos_kernel, unit="scalar",
+    schema("ConstantOfShape", 9, "input:i64", "output", _cos_infer, _cos_kernel, unit="scalar",
            attrs=[attr("value", "tensor")],
            doc="a tensor of the given shape filled with value (default float32 0)"),
     schema("Range", 11, "start limit delta", "output", _range_infer, _range_kernel,

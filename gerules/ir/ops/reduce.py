@@ -141,7 +141,7 @@ def _reduce(op: str, since: int, fn: Reducer, from_input: bool, flops: int,
     attrs = [attr("keepdims", "int", 1)]
     attrs += ([attr("noop_with_empty_axes", "int", 0)] if from_input
               else [attr("axes", "ints")])
-    return schema(op, since, "data axes?" if from_input else "data", "reduced", infer,
+    return schema(op, since, "data axes:i64?" if from_input else "data", "reduced", infer,
                   kernel, attrs=attrs,
                   flops=lambda ins, outs, call: flops * numel_of(at(ins, 0)),
                   doc=doc + (" (axes input)" if from_input else " (axes attribute)"))
@@ -257,13 +257,13 @@ SCHEMAS = [
     *[_reduce(op, since, fn, True, fl, doc) for op, since, fn, fl, doc in REDUCERS],
     _arg("ArgMax", np.argmax),
     _arg("ArgMin", np.argmin),
-    schema("CumSum", 11, "x axis", "y", _cumsum_infer, _cumsum_kernel,
+    schema("CumSum", 11, "x axis:i64", "y", _cumsum_infer, _cumsum_kernel,
            attrs=[attr("exclusive", "int", 0), attr("reverse", "int", 0)],
            doc="cumulative sum along axis (exclusive and reverse variants)"),
     schema("TopK", 1, "X", "Values Indices", *_topk(False),
            attrs=[attr("axis", "int", -1), attr("k", "int", required=True)],
            doc="the k largest values along axis and their int64 indices (k attribute)"),
-    schema("TopK", 10, "X K", "Values Indices", *_topk(True),
+    schema("TopK", 10, "X K:i64", "Values Indices", *_topk(True),
            attrs=_TOPK_ATTRS,
            doc="the k largest (or smallest) values along axis and their int64 indices"),
 ]

@@ -291,7 +291,7 @@ SCHEMAS = [
     schema("Resize", 10, "X scales", "Y", _infer(True), _kernel_v10,
            attrs=[attr("mode", "string", "nearest")], flops=_flops,
            doc="resize by scales (opset 10: asymmetric coordinates, floor for nearest)"),
-    schema("Resize", 11, "X roi? scales? sizes?", "Y", _infer(False), _kernel,
+    schema("Resize", 11, "X roi? scales? sizes:i64?", "Y", _infer(False), _kernel,
            attrs=RESIZE_ATTRS, flops=_flops,
            doc="resize by scales or sizes: nearest/linear/cubic, all coordinate modes"),
 ]

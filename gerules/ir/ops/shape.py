@@ -361,7 +361,7 @@ def _check_inference(values: Sequence[object], call: Call, from_input: bool) -> 
 
 def _squeeze_schema(op: str, since: int, from_input: bool, fns: tuple[InferFn, KernelFn],
                     doc: str) -> OpSchema:
-    return schema(op, since, "data axes?" if from_input else "data", "squeezed" if op ==
+    return schema(op, since, "data axes:i64?" if from_input else "data", "squeezed" if op ==
                   "Squeeze" else "expanded", *fns,
                   attrs=[] if from_input else [attr("axes", "ints")], unit="scalar",
                   traits=MOVE, doc=doc)
@@ -374,7 +374,7 @@ SCHEMAS = [
     schema("Size", 1, "data", "size", lambda t, c, call: [TensorType("int64", ())],
            lambda ins, call: [np.array(need(at(ins, 0), "Size").size, dtype=np.int64)],
            unit="scalar", fold_types=_size_fold, doc="the input's element count (int64)"),
-    schema("Reshape", 5, "data shape", "reshaped", _reshape_infer, _reshape_kernel,
+    schema("Reshape", 5, "data shape:i64", "reshaped", _reshape_infer, _reshape_kernel,
            attrs=[attr("allowzero", "int", 0)], unit="scalar", traits=MOVE,
            doc="reinterpret the dims (0 copies a dim, -1 is inferred)"),
     schema("Flatten", 1, "input", "output", _flatten_infer, _flatten_kernel,
@@ -387,9 +387,9 @@ SCHEMAS = [
                     "insert size-1 dims (axes input)"),
     schema("Transpose", 1, "data", "transposed", _transpose_infer, _transpose_kernel,
            attrs=[attr("perm", "ints")], traits=MOVE, doc="permute the axes (default: reverse)"),
-    schema("Expand", 8, "input shape", "output", _expand_infer, _expand_kernel, traits=MOVE,
+    schema("Expand", 8, "input shape:i64", "output", _expand_infer, _expand_kernel, traits=MOVE,
            doc="broadcast the input to a shape (bidirectionally)"),
-    schema("Tile", 6, "input repeats", "output", _tile_infer, _tile_kernel, traits=MOVE,
+    schema("Tile", 6, "input repeats:i64", "output", _tile_infer, _tile_kernel, traits=MOVE,
            doc="repeat the input along each axis"),
     schema("Identity", 1, "input", "output", _identity_infer, _identity_kernel, unit="scalar",
            traits=MOVE, doc="the input itself"),
