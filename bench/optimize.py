@@ -52,12 +52,27 @@ def ours(path: Path, target: str, level: str) -> dict[str, Any]:
                          1 << 30)
     want, got = run_graph(fixed, feeds), run_graph(out, feeds)
     diff = max(float(np.max(np.abs(got[k].astype(np.float64) - want[k]))) for k in want)
-    return {"seconds": round(seconds, 3), "nodes_before": report.nodes_before,
+    extra: dict[str, Any] = {}
+    if target == "onnx":  # the onnx target must run in onnxruntime with the same outputs
+        extra["onnxruntime_max_abs_diff"] = _ort_diff(out, feeds, want)
+    return {**extra, "seconds": round(seconds, 3), "nodes_before": report.nodes_before,
             "nodes_after": report.nodes_after,
             "est_us_before": round(report.estimate_before.total_us, 1),
             "est_us_after": round(report.estimate_after.total_us, 1),
             "max_abs_diff": diff, "stop_reason": report.stop_reason,
             "ops_after": report.ops_after}
+
+
+def _ort_diff(graph: Any, feeds: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> float:
+    import onnxruntime as ort
+
+    from gerules.onnx_io import to_model_proto
+
+    session = ort.InferenceSession(to_model_proto(graph).SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    got = dict(zip(names, session.run(None, feeds), strict=True))
+    return max(float(np.max(np.abs(got[k].astype(np.float64) - want[k]))) for k in want)
 
 
 def ort_offline(path: Path, level: str) -> dict[str, Any]:
@@ -108,7 +123,8 @@ def bench(name: str, opset: int, level: str) -> dict[str, Any]:
 
 def table(rows: list[dict[str, Any]]) -> str:
     head = (f"{'model':<12}{'file':>6}{'npu':>6}{'onnx':>6}{'ort-b':>7}{'ort-x':>7}{'sim':>6}"
-            f"{'ours s':>8}{'ort-x s':>8}{'sim s':>7}{'est us':>16}{'max diff':>10}")
+            f"{'ours s':>8}{'ort-x s':>8}{'sim s':>7}{'est us':>16}{'max diff':>10}"
+            f"{'onnx@ort':>10}")
     lines = [head]
     for r in rows:
         sim = r["onnxsim"] or {"nodes_after": "-", "seconds": "-"}
@@ -118,9 +134,12 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{r['onnx']['nodes_after']:>6}{r['ort_basic']['nodes_after']:>7}"
             f"{r['ort_extended']['nodes_after']:>7}{sim['nodes_after']:>6}"
             f"{r['npu']['seconds']:>8}{r['ort_extended']['seconds']:>8}{sim['seconds']:>7}"
-            f"{est:>16}{r['npu']['max_abs_diff']:>10.1e}")
+            f"{est:>16}{r['npu']['max_abs_diff']:>10.1e}"
+            f"{r['onnx']['onnxruntime_max_abs_diff']:>10.1e}")
     lines.append("npu/onnx: our node counts per target; ort-b/ort-x: onnxruntime basic/extended; "
-                 "sim: onnxsim; est us: NPU cost model estimate (not a measurement)")
+                 "sim: onnxsim; est us: NPU cost model estimate (not a measurement); max diff: npu "
+                 "graph vs source in our runtime; onnx@ort: onnx-target graph in onnxruntime "
+                 "vs source")
     return "\n".join(lines)
 
 
