@@ -24,20 +24,44 @@ class Fusion:
     node: str  # name of the new node
     op: str  # its qualified op
     replaced: tuple[tuple[str, str], ...]  # (source node name, qualified op)
+    chain: tuple[str, ...] = ()  # every rule behind the new node, earliest first
 
     def to_json(self) -> dict[str, object]:
         return {"rule": self.rule, "node": self.node, "op": self.op,
-                "replaced": [{"node": n, "op": o} for n, o in self.replaced]}
+                "replaced": [{"node": n, "op": o} for n, o in self.replaced],
+                "chain": list(self.chain)}
 
 
-def creators(low: Lowered, applications: list[Application]) -> dict[ENode, str]:
-    """Canonical e-node -> the first rule whose application added it."""
+def creators(low: Lowered, applications: list[Application]) -> dict[ENode, Application]:
+    """Canonical e-node -> the first application that added it."""
     eg = low.egraph
-    out: dict[ENode, str] = {}
+    out: dict[ENode, Application] = {}
     for app in applications:
         for nid in app.added:
-            out.setdefault(eg.canonical(eg.id_node(nid)), app.rule)
+            out.setdefault(eg.canonical(eg.id_node(nid)), app)
     return out
+
+
+def _chain(low: Lowered, app: Application, made_by: dict[ENode, Application]
+           ) -> tuple[str, ...]:
+    """The rules behind a new node, earliest first: the rules that created the nodes its
+    rule matched (``as`` binders), recursively, then its own rule."""
+    eg = low.egraph
+    rules: list[str] = []
+    seen: set[int] = set()
+
+    def visit(a: Application) -> None:
+        if id(a) in seen:
+            return
+        seen.add(id(a))
+        for _, bound in a.nodes:
+            earlier = made_by.get(eg.canonical(bound))
+            if earlier is not None and earlier is not a:
+                visit(earlier)
+        rules.append(a.rule)
+
+    visit(app)
+    return tuple(dict.fromkeys(rules))
 
 
 def fusions(source: Graph, low: Lowered, ext: Extraction, result: Graph,
@@ -47,34 +71,39 @@ def fusions(source: Graph, low: Lowered, ext: Extraction, result: Graph,
     original = {eg.canonical(e) for _, e, _ in low.node_enodes}
     computed = {cid for cid, n in ext.choices.items() if n.op not in LEAVES}
     by_output = {o: n for n in result.nodes for o in n.outputs}
+    projections: dict[int, set[int]] = {}
+    for cid, n in ext.choices.items():
+        if n.op == PROJ:
+            projections.setdefault(eg.find(n.children[0]), set()).add(cid)
     out: list[Fusion] = []
     for cid in ext.order:
         enode = ext.choices[cid]
         if enode.op in LEAVES or enode.op == PROJ or enode in original:
             continue
-        rule = made_by.get(enode)
-        if rule is None:
+        app = made_by.get(enode)
+        if app is None:
             continue
         inputs = {eg.find(c) for c in enode.children}
-        replaced = _cone(low, cid, inputs, computed)
-        node = _result_node(low, cid, by_output, result)
-        out.append(Fusion(rule, node.name if node else "?", enode.op, replaced))
+        roots = projections.get(cid, {cid})  # a tuple node's values are its projections
+        replaced = _cone(low, roots, inputs, computed)
+        node = _result_node(low, roots, by_output)
+        out.append(Fusion(app.rule, node.name if node else "?", enode.op, replaced,
+                          _chain(low, app, made_by)))
     return out
 
 
-def _result_node(low: Lowered, cid: int, by_output: dict[str, Node], result: Graph
-                 ) -> Node | None:
+def _result_node(low: Lowered, roots: set[int], by_output: dict[str, Node]) -> Node | None:
     for name, c in low.tensors.items():
-        if low.egraph.find(c) == cid and name in by_output:
+        if low.egraph.find(c) in roots and name in by_output:
             return by_output[name]
     return None
 
 
-def _cone(low: Lowered, root: int, stop: set[int], computed: set[int]
+def _cone(low: Lowered, roots: set[int], stop: set[int], computed: set[int]
           ) -> tuple[tuple[str, str], ...]:
-    """Source nodes between ``stop`` classes and ``root`` whose outputs are gone."""
+    """Source nodes between ``stop`` classes and the ``roots`` whose outputs are gone."""
     eg = low.egraph
-    start = [t for t, c in low.tensors.items() if eg.find(c) == root]
+    start = [t for t, c in low.tensors.items() if eg.find(c) in roots]
     seen: set[str] = set()
     found: dict[str, Node] = {}
     stack = list(start)
@@ -87,7 +116,7 @@ def _cone(low: Lowered, root: int, stop: set[int], computed: set[int]
         node = low.producers.get(tensor)
         if node is None or (cls in stop and tensor not in start):
             continue
-        if cls != root and cls in computed:
+        if cls not in roots and cls in computed:
             continue
         found[node.label] = node
         stack.extend(i for i in node.present_inputs() if i in low.tensors)

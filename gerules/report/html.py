@@ -184,11 +184,13 @@ def fusions(r: Mapping[str, Any]) -> str:
     rows = []
     for f in found:
         replaced = ", ".join(f"{x.get('node')} ({x.get('op')})" for x in f.get("replaced", []))
-        rows.append((Raw(f"<code>{esc(f.get('rule'))}</code>"), f.get("node"),
+        chain = " \u2192 ".join(str(c) for c in f.get("chain", []) or [f.get("rule")])
+        rows.append((Raw(f"<code>{esc(chain)}</code>"), f.get("node"),
                      Raw(f"<code>{esc(f.get('op'))}</code>"), replaced))
     return (_table(["rule", "fusions", "creates", "replaces (first one)"], counts, (1,))
             + f"<h3>all {len(rows)} fusions</h3>"
-            + _long_table(["rule", "new node", "op", "replaced nodes"], rows, shown=6))
+            + _long_table(["rules (earliest first)", "new node", "op", "replaced nodes"], rows,
+                          shown=6))
 
 
 def rejected(r: Mapping[str, Any]) -> str:

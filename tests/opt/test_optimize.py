@@ -80,6 +80,7 @@ def test_fusions_name_the_rule_and_the_replaced_nodes() -> None:
     assert residual.op == "ge.FusedConv"
     replaced = {op for _, op in residual.replaced}
     assert {"Relu", "Add", "Conv", "BatchNormalization"} <= replaced
+    assert residual.chain == ("fold_conv_bn", "fuse_conv_add_relu")  # every rule behind it
     json.dumps(report.to_json())  # the report is plain data
 
 
