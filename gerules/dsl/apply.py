@@ -28,6 +28,7 @@ from ..opt.terms import (
     ABSENT,
     OUTPUTS_ATTR,
     PROJ,
+    SYM,
     add_const,
     class_type,
     class_value,
@@ -173,4 +174,6 @@ def emit(egraph: EGraph, p: Prepared) -> int:
 def tensor_of(egraph: EGraph, name: str, cid: int) -> Tensor:
     """A class as an expression value: its type and constant value (if known)."""
     t = class_type(egraph, cid)
-    return Tensor(name, t if isinstance(t, TensorType) else None, class_value(egraph, cid))
+    sym = egraph.data(cid, SYM) if SYM in egraph.analysis_names() else None
+    return Tensor(name, t if isinstance(t, TensorType) else None, class_value(egraph, cid),
+                  None if sym is None else sym.values)

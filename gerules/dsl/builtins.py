@@ -329,13 +329,38 @@ def _entry(fn: Callable[..., Any]) -> Builtin:
     name = fn.__name__.rstrip("_")
     return Builtin(name, fn, len(positional),
                    None if variadic else len(positional), keywords,
-                   f"{name}({', '.join(shown)})", (fn.__doc__ or "").strip())
+                   f"{name}({', '.join(shown)})", " ".join((fn.__doc__ or "").split()))
+
+
+def copy_dims(target: Any, shape: Any) -> tuple[int, ...]:
+    """A Reshape target (a constant, or a value computed from dims, dynamic ones included)
+    with every entry that equals the input's dim at the same place replaced by 0, which
+    Reshape reads as "copy that dim"; fails when no entry changes or one stays unknown."""
+    if isinstance(target, Tensor) and target.value is not None:
+        entries: tuple[Any, ...] = tuple(int(v) for v in target.value.reshape(-1))
+    elif isinstance(target, Tensor) and target.dims is not None:
+        entries = target.dims
+    else:
+        raise EvalError(f"the value of {kind(target)} is not known, even symbolically")
+    dims = _dims(shape)
+    out, changed = [], False
+    for i, e in enumerate(entries):
+        if i < len(dims) and e == dims[i] and e != 0:
+            out.append(0)
+            changed = True
+        elif isinstance(e, (int, np.integer)) and not isinstance(e, bool):
+            out.append(int(e))
+        else:
+            raise EvalError(f"target entry {i} ({e}) is neither a number nor input dim {i}")
+    if not changed:
+        raise EvalError("no target entry equals the input's dim at its place")
+    return tuple(out)
 
 
 _FUNCTIONS: list[Callable[..., Any]] = [
     const, shape, rank, dtype, numel, static, broadcastable, bcast, reshape, sqrt, exp, log,
     abs_, all_, any_, iota, len_, approx, min_, max_, sum_, prod, int_, float_, cast, splat, item,
-    concat, norm_axis, inverse, equal,
+    concat, norm_axis, inverse, equal, copy_dims,
 ]
 FUNCTIONS: dict[str, Builtin] = {b.name: b for b in (_entry(fn) for fn in _FUNCTIONS)}
 

@@ -56,6 +56,7 @@ class Tensor:
     name: str
     type: TensorType | None
     value: np.ndarray | None = None
+    dims: tuple[int | str | None, ...] | None = None  # symbolic value of a shape tensor
 
     def array(self) -> np.ndarray:
         if self.value is None:

@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import GeError, ShapeError
 from .graph import Graph, Node, Shape, TensorType, Value
 from .registry import NONDETERMINISTIC, OpSchema, Registry, default_registry
+from .symbolic import SymInts, of_array, sym_eval, sym_output_type
 
 CONST_ELEMENTS = 4096
 
@@ -31,6 +32,7 @@ class _Env:
     def __init__(self, graph: Graph) -> None:
         self.types: dict[str, TensorType] = {v.name: v.type for v in graph.inputs}
         self.consts: dict[str, np.ndarray] = {}
+        self.syms: dict[str, SymInts] = {}
         for name, arr in graph.initializers.items():
             if name not in self.types:  # a graph input shadows its initializer (a default)
                 self.types[name] = TensorType(arr.dtype.name, tuple(int(d) for d in arr.shape))
@@ -103,6 +105,7 @@ def infer_graph(graph: Graph, registry: Registry | None = None) -> Graph:
         types = [env.types.get(i) if i else None for i in node.inputs]
         consts = [env.consts.get(i) if i else None for i in node.inputs]
         out_types, values = infer_node(node, schema, types, consts)
+        values = _symbolic(node, schema, env, types, out_types, values)
         for k, name in enumerate(node.outputs):
             if k >= len(out_types) or not name:
                 continue
@@ -115,6 +118,27 @@ def infer_graph(graph: Graph, registry: Registry | None = None) -> Graph:
                 env.consts[name] = values[k]
     outputs = tuple(_refine_output(v, env.types, graph) for v in graph.outputs)
     return graph.replace(value_info=info, outputs=outputs)
+
+
+def _symbolic(node: Node, schema: OpSchema, env: _Env, types: list[TensorType | None],
+              out_types: list[TensorType], values: list[np.ndarray] | None
+              ) -> list[np.ndarray] | None:
+    """Shape arithmetic on dynamic dims: fill ``out_types`` in place from symbolic shape
+    inputs, record the output's symbolic value, and return it as a constant when it turned
+    out concrete (so folding goes on downstream)."""
+    if node.domain or not out_types or not node.outputs[0]:
+        return values
+    syms = [None if not i else env.syms.get(i) or of_array(env.consts.get(i))
+            for i in node.inputs]
+    attrs = schema.resolve(node.attrs)
+    out_types[0] = sym_output_type(node.op, attrs, out_types[0], types, syms)
+    sym = of_array(values[0]) if values else sym_eval(node.op, attrs, syms, types)
+    if sym is None:
+        return values
+    env.syms[node.outputs[0]] = sym
+    if values is None and sym.concrete and sym.dtype == out_types[0].dtype:
+        return [sym.array()]
+    return values
 
 
 def _refine_output(v: Value, types: Mapping[str, TensorType], graph: Graph) -> Value:

@@ -11,7 +11,9 @@ Conventions (the rule compiler, the lowering and the extraction all follow them)
   read through ``Proj{index}`` e-nodes; a node whose only used output is its first is lowered
   as a plain single-output e-node.
 - Class data, per analysis name: ``"shape"`` -> ``TensorType`` (``TupleType`` for tuple
-  classes, ``None`` when unknown); ``"const"`` -> ``np.ndarray`` or ``None``.
+  classes, ``None`` when unknown); ``"const"`` -> ``np.ndarray`` or ``None``; ``"sym"`` ->
+  ``ir.symbolic.SymInts`` for small int tensors computed from shapes (dynamic dims kept as
+  symbols, so a Reshape target built from ``Shape(x)`` still gives a known output type).
 - A ``TermContext`` (registry, opset, graph input types, folding policy) is attached to each
   e-graph it lowers into; ``context_of(egraph)`` finds it, so rule code can add ops with the
   right schema defaults.
@@ -30,12 +32,13 @@ from ..engine import AnalysisConflict, ConstantAnalysis, EGraph, ENode, ShapeAna
 from ..errors import GeError
 from ..ir.graph import TensorType
 from ..ir.registry import NONDETERMINISTIC, Call, OpSchema, Registry, default_registry
+from ..ir.symbolic import SYM_OPS, SymInts, of_array, sym_eval, sym_output_type
 from .tensor import ConstTensor
 
 INPUT, CONST, PROJ, ABSENT = "Input", "Const", "Proj", "Absent"
 LEAVES = frozenset({INPUT, CONST, ABSENT})
 OUTPUTS_ATTR = "_outputs"
-SHAPE, VALUE = "shape", "const"
+SHAPE, VALUE, SYM = "shape", "const", "sym"
 
 SMALL_FOLD_BYTES = 64 << 10  # any constant op with an output this small folds
 MAX_FOLD_BYTES = 64 << 20  # never fold an output above this
@@ -97,7 +100,7 @@ class TermContext:
                               conflicts=(AnalysisConflict,))
         const = ConstantAnalysis(self.evaluate, self.make_const, _nbytes, name=VALUE,
                                  max_bytes=MAX_FOLD_BYTES, const_op=CONST)
-        egraph = EGraph([shape, const], explanations=explanations)
+        egraph = EGraph([shape, _SymAnalysis(self), const], explanations=explanations)
         _CONTEXTS[egraph] = self
         return egraph
 
@@ -151,13 +154,35 @@ class TermContext:
         types = [_tensor_type(egraph.data(c, SHAPE)) for c in enode.children]
         consts = [egraph.data(c, VALUE) for c in enode.children]
         n = int(enode.get(OUTPUTS_ATTR, 1))
+        call = self.call(enode, n)
         try:
-            out = list(schema.infer(types, consts, self.call(enode, n)))
+            out = list(schema.infer(types, consts, call))
         except (GeError, ValueError, TypeError, IndexError, KeyError, AssertionError):
             return None
         if enode.has(OUTPUTS_ATTR):
             return TupleType(tuple(out[:n]) + (None,) * max(0, n - len(out)))
-        return out[0] if out else None
+        if not out:
+            return None
+        if "." in enode.op:
+            return out[0]
+        return sym_output_type(enode.op, call.attrs, out[0], types,
+                               self._child_syms(egraph, enode))
+
+    # ------------------------------------------------------------ symbolic shape values
+    def sym(self, egraph: EGraph, enode: ENode) -> SymInts | None:
+        """The symbolic value of a small int tensor (``ir.symbolic``), or ``None``."""
+        op = enode.op
+        if op == CONST:
+            return of_array(enode.get("value").array)
+        if op in (INPUT, ABSENT, PROJ) or "." in op or enode.has(OUTPUTS_ATTR):
+            return None
+        if op not in SYM_OPS:
+            return None
+        types = [_tensor_type(egraph.data(c, SHAPE)) for c in enode.children]
+        return sym_eval(op, self.call(enode, 1).attrs, self._child_syms(egraph, enode), types)
+
+    def _child_syms(self, egraph: EGraph, enode: ENode) -> list[SymInts | None]:
+        return [egraph.data(c, SYM) or of_array(egraph.data(c, VALUE)) for c in enode.children]
 
     def evaluate(self, egraph: EGraph, enode: ENode) -> np.ndarray | None:
         op = enode.op
@@ -172,6 +197,9 @@ class TermContext:
         folded = self._fold_types(egraph, enode)
         if folded is not None:
             return folded
+        sym = self.sym(egraph, enode)
+        if sym is not None and sym.concrete:
+            return sym.array()
         values = self._child_values(egraph, enode)
         if values is None:
             return None
@@ -232,6 +260,26 @@ class TermContext:
     @staticmethod
     def make_const(value: np.ndarray) -> ENode:
         return const_node(value)
+
+
+class _SymAnalysis:
+    """The ``sym`` analysis: ``TermContext.sym`` per node; the first known value wins."""
+
+    name = SYM
+
+    def __init__(self, ctx: TermContext) -> None:
+        self.ctx = ctx
+
+    def make(self, egraph: EGraph, enode: ENode) -> SymInts | None:
+        return self.ctx.sym(egraph, enode)
+
+    def merge(self, a: SymInts | None, b: SymInts | None) -> tuple[SymInts | None, bool, bool]:
+        if a is None:
+            return b, b is not None, False
+        return a, False, b is None
+
+    def modify(self, egraph: EGraph, class_id: int) -> None:
+        return None
 
 
 def const_node(value: np.ndarray) -> ENode:
