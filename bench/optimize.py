@@ -41,15 +41,16 @@ def model_file(name: str, opset: int) -> Path:
     return models.export(name, opset)
 
 
-def ours(path: Path, target: str, level: str) -> dict[str, Any]:
+def ours(path: Path, target: str, level: str, dynamic: bool = False) -> dict[str, Any]:
     graph = load_model(path)
-    fixed, _ = fix_input_shapes(graph, {}, keep_batch=False)
+    fixed, _ = fix_input_shapes(graph, {}, keep_batch=dynamic)
     fixed = verify(fixed)
     start = time.perf_counter()
     out, report = optimize(fixed, OptimizeOptions(opt_level=level, target=target))
     seconds = time.perf_counter() - start
-    feeds = random_feeds(fixed.inputs, {v.name: tuple(v.shape) for v in fixed.inputs}, 0,
-                         1 << 30)
+    shapes = {v.name: tuple(2 if isinstance(d, str) else d for d in v.shape or ())
+              for v in fixed.inputs}  # a dynamic batch runs at batch 2
+    feeds = random_feeds(fixed.inputs, shapes, 0, 1 << 30)
     want, got = run_graph(fixed, feeds), run_graph(out, feeds)
     diff = max(float(np.max(np.abs(got[k].astype(np.float64) - want[k]))) for k in want)
     extra: dict[str, Any] = {}
@@ -115,6 +116,7 @@ def bench(name: str, opset: int, level: str) -> dict[str, Any]:
     rule_library()  # compile the rules once, outside the timed runs
     row["npu"] = ours(path, "npu", level)
     row["onnx"] = ours(path, "onnx", level)
+    row["npu_dynamic_batch"] = ours(path, "npu", level, dynamic=True)
     row["ort_basic"] = ort_offline(path, "basic")
     row["ort_extended"] = ort_offline(path, "extended")
     row["onnxsim"] = onnxsim_run(path)
@@ -122,7 +124,8 @@ def bench(name: str, opset: int, level: str) -> dict[str, Any]:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = (f"{'model':<12}{'file':>6}{'npu':>6}{'onnx':>6}{'ort-b':>7}{'ort-x':>7}{'sim':>6}"
+    head = (f"{'model':<12}{'file':>6}{'npu':>6}{'dyn':>6}{'onnx':>6}{'ort-b':>7}{'ort-x':>7}"
+            f"{'sim':>6}"
             f"{'ours s':>8}{'ort-x s':>8}{'sim s':>7}{'est us':>16}{'max diff':>10}"
             f"{'onnx@ort':>10}")
     lines = [head]
@@ -131,12 +134,14 @@ def table(rows: list[dict[str, Any]]) -> str:
         est = f"{r['npu']['est_us_before']:.0f}->{r['npu']['est_us_after']:.0f}"
         lines.append(
             f"{r['model']:<12}{r['file_nodes']:>6}{r['npu']['nodes_after']:>6}"
+            f"{r['npu_dynamic_batch']['nodes_after']:>6}"
             f"{r['onnx']['nodes_after']:>6}{r['ort_basic']['nodes_after']:>7}"
             f"{r['ort_extended']['nodes_after']:>7}{sim['nodes_after']:>6}"
             f"{r['npu']['seconds']:>8}{r['ort_extended']['seconds']:>8}{sim['seconds']:>7}"
             f"{est:>16}{r['npu']['max_abs_diff']:>10.1e}"
             f"{r['onnx']['onnxruntime_max_abs_diff']:>10.1e}")
-    lines.append("npu/onnx: our node counts per target; ort-b/ort-x: onnxruntime basic/extended; "
+    lines.append("npu/onnx: our node counts per target (dyn: npu with the batch dim left "
+                 "dynamic); ort-b/ort-x: onnxruntime basic/extended; "
                  "sim: onnxsim; est us: NPU cost model estimate (not a measurement); max diff: npu "
                  "graph vs source in our runtime; onnx@ort: onnx-target graph in onnxruntime "
                  "vs source")
