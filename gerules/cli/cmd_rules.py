@@ -1,4 +1,4 @@
-"""``ge-rewrite rules check|list [PATHS]``: check rule files, list their rules.
+"""``ge-rewrite rules check|list|verify [PATHS]``: check rule files, list and verify rules.
 
 Invariants:
 - Without PATHS the shipped library (``gerules.rules``) is used, shown as ``rules/<file>``.
@@ -24,8 +24,9 @@ from ..errors import UsageError
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("rules", help="check or list .ger rule files",
-                       description="Check .ger rule files, or list the rules they define.")
+    p = sub.add_parser("rules", help="check, list or verify .ger rule files",
+                       description="Check .ger rule files, list the rules they define, or "
+                       "verify them on random instances.")
     actions = p.add_subparsers(dest="rules_command", metavar="ACTION")
     check = actions.add_parser("check", help="check rule files (default: the shipped rules)")
     _paths(check)
