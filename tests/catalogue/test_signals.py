@@ -68,9 +68,11 @@ def test_ctrl_c_while_the_om_is_written(tmp_path: Path) -> None:
     sent = _interrupt_when(proc, lambda: bool(_temps(tmp_path)))
     out, err = proc.communicate(timeout=120)
     assert sent, f"compile ended before its temp file was seen: {proc.returncode} {err}"
-    assert proc.returncode == 130, err
-    assert err == "ge-rewrite: interrupted\n" and "Traceback" not in out
-    assert _temps(tmp_path) == []
+    assert _temps(tmp_path) == [] and "Traceback" not in out + err
+    if proc.returncode == 0:  # on a loaded machine the signal can land after the work is done
+        assert err == ""
+    else:
+        assert proc.returncode == 130 and err == "ge-rewrite: interrupted\n", err
     if (tmp_path / "out.om").exists():  # the signal landed just after the rename: complete
         OmFile(tmp_path / "out.om").close()
 
