@@ -35,3 +35,10 @@ def test_no_top_level_engine_package(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                          text=True, check=True).stdout.split()
     assert out == ["True", "True"]
+
+
+def test_test_module_names_are_unique() -> None:
+    """pytest imports test files by basename (no __init__.py in tests/): two files with one
+    name in different folders stop the whole collection."""
+    names = [p.name for p in (ROOT / "tests").rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
