@@ -14,10 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..compiler import fix_input_shapes
-from ..ir.verify import verify
-from ..onnx_io import DEFAULT_MAX_TENSOR_BYTES, load_model
-from ..opt.optimize import OptimizeOptions, OptimizeReport, optimize
+from ..opt.optimize import OptimizeReport, optimize
 from ..opt.provenance import Fusion
 from . import options
 
@@ -34,15 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    switches = options.switches(args)
-    opts = OptimizeOptions(opt_level=args.opt_level, soc_version=args.soc_version,
-                           target=args.target, disabled=switches.off, enabled=switches.on)
-    opts.check()
-    graph = load_model(args.model, max_bytes=DEFAULT_MAX_TENSOR_BYTES)
-    if args.input_shape:
-        graph = verify(fix_input_shapes(graph, options.input_shapes(args.input_shape),
-                                        keep_batch=True)[0])
-    _, report = optimize(graph, opts)
+    opts = options.optimize_options(args)
+    _, report = optimize(options.load_with_shapes(args), opts)
     print("\n".join(explain_lines(report, args.node, args.rule)))
     return 0
 

@@ -13,12 +13,10 @@ import argparse
 import json
 from pathlib import Path
 
-from ..compiler import fix_input_shapes
 from ..errors import UsageError
 from ..fileio import atomic_write, check_output_path
-from ..ir.verify import verify
-from ..onnx_io import DEFAULT_MAX_TENSOR_BYTES, load_model, save_model
-from ..opt.optimize import OptimizeOptions, optimize
+from ..onnx_io import save_model
+from ..opt.optimize import optimize
 from . import options, summary
 
 
@@ -39,15 +37,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.output}: the output of optimize is an .onnx file")
     if args.report:
         check_output_path(args.report, [args.model, args.output])
-    switches = options.switches(args)
-    opts = OptimizeOptions(opt_level=args.opt_level, soc_version=args.soc_version,
-                           target=args.target, disabled=switches.off, enabled=switches.on)
-    opts.check()
-    graph = load_model(args.model, max_bytes=DEFAULT_MAX_TENSOR_BYTES)
-    if args.input_shape:
-        graph, _ = fix_input_shapes(graph, options.input_shapes(args.input_shape),
-                                    keep_batch=True)
-        graph = verify(graph)
+    opts = options.optimize_options(args)
+    graph = options.load_with_shapes(args)
     result, report = optimize(graph, opts)
     save_model(result, args.output)
     if args.report:

@@ -11,10 +11,14 @@ import argparse
 import logging
 from typing import Any
 
+from ..compiler import fix_input_shapes
 from ..cost import DEFAULT_SOC
 from ..errors import UsageError
+from ..ir.graph import Graph
 from ..ir.registry import suggest
-from ..opt.optimize import LEVELS, TARGETS, rule_library
+from ..ir.verify import verify
+from ..onnx_io import DEFAULT_MAX_TENSOR_BYTES, load_model
+from ..opt.optimize import LEVELS, TARGETS, OptimizeOptions, rule_library
 from ..opt.switches import ATC_NAMES, Switches, read_switch_file
 from ..precision import DEFAULT_MODE, MODES, KeepDtype, read_keep_dtype, read_mixlist
 from ..precision.policy import check_mode
@@ -36,6 +40,24 @@ def add_optimizer_flags(p: argparse.ArgumentParser, *, target: str) -> None:
     p.add_argument("--input_shape", "--input-shape", action="append", default=[],
                    metavar="NAME:D0,D1,...", help="fix input shapes ('a:1,3,224,224;b:1,8'; "
                    "-1 keeps a dim dynamic)")
+
+
+def optimize_options(args: argparse.Namespace) -> OptimizeOptions:
+    """The optimizer's options from the shared flags (checked)."""
+    sw = switches(args)
+    opts = OptimizeOptions(opt_level=args.opt_level, soc_version=args.soc_version,
+                           target=args.target, disabled=sw.off, enabled=sw.on)
+    opts.check()
+    return opts
+
+
+def load_with_shapes(args: argparse.Namespace) -> Graph:
+    """The model of ``args.model``, with ``--input_shape`` applied (a batch dim may stay)."""
+    graph = load_model(args.model, max_bytes=DEFAULT_MAX_TENSOR_BYTES)
+    if not args.input_shape:
+        return graph
+    fixed, _ = fix_input_shapes(graph, input_shapes(args.input_shape), keep_batch=True)
+    return verify(fixed)
 
 
 def switches(args: argparse.Namespace) -> Switches:

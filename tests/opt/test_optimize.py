@@ -32,6 +32,18 @@ def _same_outputs(case: ModelCase, before, after) -> None:
             np.testing.assert_allclose(got[k], want[k], **TOL, err_msg=k)
 
 
+def _same_in_onnxruntime(case: ModelCase, source, optimized) -> None:
+    """The optimized graph, exported, runs in onnxruntime with the source's outputs."""
+    session = ort.InferenceSession(to_model_proto(optimized).SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    feeds = case.feeds(0)
+    want = run_graph(source, feeds)
+    got = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds),
+                   strict=True))
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], **TOL, err_msg=k)
+
+
 EXPECTED_NPU = {
     "cnn": {"ge.FusedConv": 2},
     "residual_block": {"ge.FusedConv": 2},
@@ -64,14 +76,7 @@ def test_onnx_target_runs_in_onnxruntime(name: str) -> None:
     case, graph = _load(name)
     out, _ = optimize(graph, OptimizeOptions(target="onnx"))
     assert not [op for op in out.op_counts() if "." in op]
-    session = ort.InferenceSession(to_model_proto(out).SerializeToString(),
-                                   providers=["CPUExecutionProvider"])
-    feeds = case.feeds(0)
-    want = run_graph(graph, feeds)
-    got = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds),
-                   strict=True))
-    for k in want:
-        np.testing.assert_allclose(got[k], want[k], **TOL, err_msg=k)
+    _same_in_onnxruntime(case, graph, out)
 
 
 def test_fusions_name_the_rule_and_the_replaced_nodes() -> None:
@@ -164,14 +169,7 @@ def test_static_transformer_for_onnxruntime_keeps_integer_shapes() -> None:
     for node in out.nodes:
         if node.op == "Reshape":
             assert out.initializers[node.inputs[1]].dtype == np.int64
-    session = ort.InferenceSession(to_model_proto(out).SerializeToString(),
-                                   providers=["CPUExecutionProvider"])
-    feeds = case.feeds(0)
-    want = run_graph(graph, feeds)
-    got = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds),
-                   strict=True))
-    for k in want:
-        np.testing.assert_allclose(got[k], want[k], **TOL, err_msg=k)
+    _same_in_onnxruntime(case, graph, out)
 
 
 def test_dynamic_batch_shape_chains_fold_and_every_batch_still_works() -> None:
