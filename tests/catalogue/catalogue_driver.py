@@ -1,7 +1,9 @@
 """Run many ``ge-rewrite`` command lines as real processes forked from one pre-imported parent.
 
-Like ``tests/cli/cli_driver.py`` (imports once, forks one child per job, real exit codes and
-output bytes), with what the catalogue needs besides:
+The CLI's subcommands and the op registry are imported once; each job is a child forked from
+that parent (a real process: real exit code, real stdout/stderr bytes, nothing shared between
+jobs) for a few milliseconds instead of a second of imports. The CLI and catalogue tests both
+use it. Per job, besides ``argv``, ``cwd``, ``stdout`` and ``stderr`` (file paths):
 
 - ``"no_override": true`` drops root's power to bypass file permissions in the child (the
   capabilities ``CAP_DAC_OVERRIDE`` and ``CAP_DAC_READ_SEARCH``; the uid stays 0, so the

@@ -15,7 +15,7 @@ import pytest
 from gerules.cli.progress import ERASE, Progress
 from gerules.testing.models import cnn
 
-DRIVER = Path(__file__).resolve().parent / "cli_driver.py"
+DRIVER = Path(__file__).resolve().parents[1] / "catalogue" / "catalogue_driver.py"
 
 
 def _run_all(tmp: Path, argvs: list[list[str]]) -> list[tuple[int, str, str]]:

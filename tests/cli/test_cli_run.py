@@ -21,7 +21,7 @@ from gerules.onnx_io import load_model
 from gerules.runtime.executor import run_graph
 from gerules.testing.bad_models import CASES, BadCase, good_model
 
-DRIVER = Path(__file__).resolve().parent / "cli_driver.py"
+DRIVER = Path(__file__).resolve().parents[1] / "catalogue" / "catalogue_driver.py"
 ENTRY_POINT_CASES = ("empty_file", "png", "external_symlink_dir")
 
 
