@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import types
 from pathlib import Path
@@ -135,8 +134,6 @@ def test_pytorch_files_go_to_the_frontend(model_file: Path, tmp_path: Path,
 @pytest.mark.filterwarnings("ignore::DeprecationWarning:torch")
 def test_a_torchscript_archive_parses_and_computes_what_torch_does(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch", reason="the torch extra is not installed")
-    if importlib.util.find_spec("gerules.frontends.torch") is None:
-        pytest.skip("the torch frontend (gerules.frontends.torch, issue 7) is not in this tree")
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU()).eval()
     path = tmp_path / "net.pt"
