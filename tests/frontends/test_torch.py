@@ -17,8 +17,8 @@ from gerules.errors import ModelError, UsageError
 from gerules.runtime.executor import run_graph
 from gerules.runtime.model import Model
 
-SKIP = ("torch is not installed (it is the optional 'torch' extra; CI installs only .[dev], "
-        "so these tests run only where 'pip install gerules[torch]' was done)")
+SKIP = ("torch is not installed (the optional 'torch' extra: pip install -e '.[torch]'; the "
+        "README's test command installs it)")
 
 
 def test_without_torch_the_message_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,7 +14,7 @@ from gerules.testing.models import cnn
 
 pytestmark = pytest.mark.skipif(
     find_chromium() is None,
-    reason="no Chromium on this machine (CI installs only .[dev]; 'apt-get install chromium' "
+    reason="no Chromium on this machine (Chromium is a system package, not a pip extra; 'apt-get install chromium' "
            "to run the browser check; the HTML structure is tested without a browser)")
 
 
