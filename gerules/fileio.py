@@ -270,10 +270,14 @@ def _commit(renames: Sequence[tuple[str, Path]]) -> None:
 
 
 @contextlib.contextmanager
-def atomic_open(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
-    """Open a temp file beside ``path`` for binary writing; rename onto ``path`` on success."""
+def atomic_open(path: str | os.PathLike[str], *, standalone: bool = False
+                ) -> Iterator[BinaryIO]:
+    """Open a temp file beside ``path`` for binary writing; rename onto ``path`` on success.
+
+    ``standalone``: renamed at once even inside ``all_or_none`` (a cache, not an output).
+    """
     target = Path(path)
-    pending = _PENDING.get()
+    pending = None if standalone else _PENDING.get()
     # A signal between creating the temp file and the ``try`` below would leave it behind,
     # so the ending signals are held until we are inside it (then delivered, file removed).
     with signals_held():
@@ -400,9 +404,10 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes | Callable[[BinaryIO], None]) -> Path:
+def atomic_write(path: str | os.PathLike[str], data: bytes | Callable[[BinaryIO], None], *,
+                 standalone: bool = False) -> Path:
     """Write ``data`` (bytes, or a function that writes to the file) atomically to ``path``."""
-    with atomic_open(path) as f:
+    with atomic_open(path, standalone=standalone) as f:
         if callable(data):
             data(f)
         else:
