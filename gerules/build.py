@@ -42,6 +42,7 @@ class BuildResult:
     path: Path
     variants: tuple[Variant, ...]
     seconds: float
+    size: int  # bytes of the .om
 
     @property
     def figures(self) -> MemoryFigures:
@@ -67,12 +68,12 @@ def build_om(graph: Graph, output: str | Path, *, options: Mapping[str, Any] | N
     contents = OmContents(base, variants, str(options.get("soc_version", DEFAULT_SOC)),
                           options, command_line, producer=f"gerules {_version()}")
     memory = {v.name: v.plan.figures.to_json() for v in variants if v.plan.figures}
-    write_om(path, contents, {**dict(report or {}), "memory": memory})
+    size = write_om(path, contents, {**dict(report or {}), "memory": memory})
     if check:
         OmFile(path, registry=registry).close()
     seconds = time.perf_counter() - start
     log.info("wrote %s (%d variant(s)) in %.2f s", path, len(variants), seconds)
-    return BuildResult(path, variants, seconds)
+    return BuildResult(path, variants, seconds, size)
 
 
 def plan_variant(graph: Graph, dims: Mapping[str, int], *, streams: int = 1,

@@ -14,15 +14,17 @@ Invariants:
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from ..compiler import CompileOptions, compile_model
-from ..errors import ModelError, ResourceLimit, UsageError
+from ..errors import ModelError, ResourceLimit, UsageError, visible
 from ..fileio import check_output_path
 from ..ir.graph import Graph
 from ..onnx_io import DEFAULT_MAX_TENSOR_BYTES, load_model
 from ..onnx_io.load import read_file
 from . import atc, options, summary
+from .main import LOG_LEVELS
 from .progress import Progress
 
 
@@ -57,7 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="atc spelling: true means --streams 1")
     p.add_argument("--report", type=Path, metavar="PATH",
                    help="X.html: the HTML report and X.json beside it; X.json: JSON only")
-    p.add_argument("--log", choices=options.LOG_LEVELS, default=argparse.SUPPRESS,
+    p.add_argument("--log", choices=LOG_LEVELS, default=argparse.SUPPRESS,
                    help="log level (atc's --log; also accepted before 'compile')")
     atc.add_unsupported(p)
     p.set_defaults(func=run)
@@ -114,7 +116,11 @@ def run(args: argparse.Namespace) -> int:
 def _output(args: argparse.Namespace) -> Path:
     if not args.output:
         raise UsageError("compile: --output NAME is required (writes NAME.om)")
-    return Path(args.output if args.output.endswith(".om") else f"{args.output}.om")
+    name = args.output
+    if name.endswith(("/", os.sep)) or Path(name).name in ("", ".", "..", ".om"):
+        raise UsageError(f"--output {visible(name[:200])!r}: give a file name, e.g. "
+                         "'out/model' (writes out/model.om), not a folder")
+    return Path(name if name.endswith(".om") else f"{name}.om")
 
 
 def _compile(args: argparse.Namespace, source: Path, framework: str) -> int:

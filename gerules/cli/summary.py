@@ -68,8 +68,7 @@ def optimize_summary(report: OptimizeReport) -> str:
 
 
 def build_summary(result: BuildResult) -> str:
-    size = result.path.stat().st_size
-    lines = [f"wrote {result.path} ({mib(size)}, {len(result.variants)} variant(s), "
+    lines = [f"wrote {result.path} ({mib(result.size)}, {len(result.variants)} variant(s), "
              f"{result.seconds:.2f} s)",
              f"{'variant':<12}{'no reuse':>12}{'lower bound':>14}{'arena':>12}{'weights':>12}"]
     for v in result.variants:

@@ -1,10 +1,11 @@
 """SoC profiles: the public peak figures the NPU cost model is built from.
 
 Invariants:
-- A profile is read from YAML (shipped ones from ``gerules.cost.profiles`` by name, or any file
-  by path) and validated on load: every unit has a positive peak for at least one dtype, a
-  positive launch overhead, a positive memory bandwidth. A bad profile raises ``UsageError``
-  naming the file and the field.
+- A profile is read from YAML (shipped ones from ``gerules.cost.profiles`` by name, or any
+  file by path through the safe reader and ``fileio.parse_yaml``: no aliases, bounded
+  nesting) and validated on load: every unit has a positive peak for at least one dtype, a
+  positive launch overhead, a positive memory bandwidth, a whole number of AI cores. A bad
+  profile raises ``UsageError`` naming the file and the field.
 - ``peak_flops(unit, dtype)`` falls back to the unit's ``any`` entry, then to its slowest
   listed dtype, so an op in an unlisted dtype is never estimated faster than a listed one.
 """
@@ -14,15 +15,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..errors import UsageError
+from ..fileio import parse_yaml, read_input_text
 
 UNITS = ("cube", "vector", "scalar")
 DEFAULT_SOC = "Ascend910"
+MAX_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,12 +63,9 @@ def shipped_profiles() -> list[str]:
 def load_profile(name_or_path: str = DEFAULT_SOC) -> SocProfile:
     """A shipped profile by name (``Ascend910``) or a YAML file by path."""
     if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
-        path = Path(name_or_path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as e:
-            raise UsageError(f"{path}: cannot read SoC profile: {e.strerror}") from None
-        return parse_profile(text, str(path))
+        text = read_input_text(name_or_path, limit=MAX_BYTES, what="a SoC profile",
+                               kind=UsageError)
+        return parse_profile(text, name_or_path)
     names = shipped_profiles()
     if name_or_path not in names:
         from ..ir.registry import suggest
@@ -80,10 +77,7 @@ def load_profile(name_or_path: str = DEFAULT_SOC) -> SocProfile:
 
 
 def parse_profile(text: str, where: str) -> SocProfile:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise UsageError(f"{where}: not valid YAML: {e}".splitlines()[0]) from None
+    data = parse_yaml(text, where=where, kind=UsageError)
     if not isinstance(data, dict):
         raise UsageError(f"{where}: a SoC profile is a mapping")
     peaks = _field(data, "peak_tflops", dict, where)
@@ -102,7 +96,7 @@ def parse_profile(text: str, where: str) -> SocProfile:
         peak_flops_per_us=table,
         launch_us={u: _positive(launch.get(u), f"launch_us.{u}", where) for u in UNITS},
         view_us=_positive(data.get("view_us", 0.2), "view_us", where),
-        ai_cores=int(data.get("ai_cores", 1)),
+        ai_cores=_count(data.get("ai_cores", 1), "ai_cores", where),
         sources=tuple(str(s) for s in data.get("sources", ())),
     )
 
@@ -114,10 +108,16 @@ def _field(data: dict[str, Any], key: str, kind: type, where: str) -> Any:
     return value
 
 
+def _count(value: Any, key: str, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1 << 20:
+        raise UsageError(f"{where}: field '{key}' must be a whole number from 1 to {1 << 20}")
+    return value
+
+
 def _positive(value: Any, key: str, where: str) -> float:
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise UsageError(f"{where}: field '{key}' must be a number") from None
     if not math.isfinite(number) or number <= 0:
         raise UsageError(f"{where}: field '{key}' must be positive")

@@ -1,9 +1,12 @@
 """Files and folders -> ``RuleLibrary``: reading, includes, and the library's tables.
 
 Invariants:
-- ``include "x.ger"`` resolves relative to the including file; each file is parsed once per
-  library (a diamond of includes is fine), an include cycle is a ``RuleError`` at the
-  ``include`` that closes it, naming the whole chain.
+- ``include "x.ger"`` resolves relative to the including file and must stay, every symlink
+  resolved, inside the folder the user named (a file's own folder, or the folder given) or
+  the shipped library (``fileio.inside``); anything else is refused at the ``include`` before
+  the file is opened, so no error can quote a file the user did not name. Each file is parsed
+  once per library (a diamond of includes is fine), an include cycle is a ``RuleError`` at
+  the ``include`` that closes it, naming the whole chain.
 - Files come in dependency order: a file's includes before the file itself; folders are
   read recursively in sorted order.
 - ``parse_library`` never raises for a bad file: it returns the files it could parse and
@@ -17,9 +20,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from importlib.resources import as_file, files
 from pathlib import Path
 
+from ..fileio import inside
 from . import ast
 from .errors import RuleError
 from .parser import parse_text
@@ -77,6 +82,7 @@ class _Loader:
         self.errors: list[RuleError] = []
         self.done: set[Path] = set()
         self.origin: dict[str, str] = {}
+        self.roots: tuple[Path, ...] = ()
 
     def load(self, path: Path, display: str, opened_at: ast.Span | None,
              chain: tuple[tuple[Path, str], ...], top: str) -> None:
@@ -94,13 +100,20 @@ class _Loader:
             child = Path(os.path.normpath(os.path.join(os.path.dirname(display), inc.path)))
             target = path.parent / inc.path
             try:
+                self.confine(inc, target, display)
                 self.load(target, str(child), inc.span, (*chain, (real, display)), top)
             except RuleError as e:
                 self.errors.append(e.attach({display: parsed.source}))
         self.files.append(parsed)
         self.origin[display] = top
 
-    def load_top(self, path: Path, display: str) -> None:
+    def confine(self, inc: ast.Include, target: Path, display: str) -> None:
+        if not inside(target, self.roots):
+            raise RuleError(f"include '{inc.path}' leaves the rules' folder (an include stays "
+                            f"in the folder of '{display}' or the shipped library)", inc.span)
+
+    def load_top(self, path: Path, display: str, root: Path) -> None:
+        self.roots = (root, shipped_root())
         try:
             self.load(path, display, None, (), display)
         except RuleError as e:
@@ -118,15 +131,23 @@ def parse_library(paths: Iterable[str | os.PathLike[str]]) -> RuleLibrary:
     """Parse files and folders (with their includes) into one library, collecting errors."""
     loader = _Loader()
     for top in paths:
+        root = Path(top) if Path(top).is_dir() else Path(top).parent
         for path in rule_paths(Path(top)):
-            loader.load_top(path, str(path))
+            loader.load_top(path, str(path), root)
     return RuleLibrary(tuple(loader.files), tuple(loader.errors), loader.origin)
 
 
 def parse_shipped() -> RuleLibrary:
     """The library shipped in ``gerules.rules`` (display paths ``rules/<name>``)."""
     loader = _Loader()
-    with as_file(files(SHIPPED)) as root:
-        for path in rule_paths(Path(root)):
-            loader.load_top(path, str(Path("rules") / path.relative_to(root)))
+    root = shipped_root()
+    for path in rule_paths(root):
+        loader.load_top(path, str(Path("rules") / path.relative_to(root)), root)
     return RuleLibrary(tuple(loader.files), tuple(loader.errors), loader.origin)
+
+
+@cache
+def shipped_root() -> Path:
+    """The folder of the shipped rule library (an installed package is a real folder)."""
+    with as_file(files(SHIPPED)) as root:
+        return Path(root)

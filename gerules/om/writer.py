@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -29,8 +28,10 @@ from .format import ALIGN, Kind, Section, header_size, pack_header, pad
 
 
 def write_om(path: str | os.PathLike[str], contents: OmContents,
-             report: Mapping[str, Any] | None = None) -> Path:
-    """Write ``contents`` (and an opaque JSON ``report``) to ``path`` atomically."""
+             report: Mapping[str, Any] | None = None) -> int:
+    """Write ``contents`` (and an opaque JSON ``report``) to ``path`` atomically; its size.
+
+    (Inside ``fileio.all_or_none`` the file reaches ``path`` only when the block ends.)"""
     blobs = collect_blobs(contents.graph)
     model_def = _json(encode(contents, blobs), "MODEL_DEF")
     parts: list[tuple[Kind, bytes | Blobs]] = [(Kind.MODEL_DEF, model_def),
@@ -38,8 +39,7 @@ def write_om(path: str | os.PathLike[str], contents: OmContents,
     if report is not None:
         parts.append((Kind.REPORT, _json(dict(report), "REPORT")))
     with atomic_open(path) as f:
-        _write(f, parts)
-    return Path(path)
+        return _write(f, parts)
 
 
 def _json(doc: Any, what: str) -> bytes:
@@ -49,7 +49,7 @@ def _json(doc: Any, what: str) -> bytes:
         raise ModelError(f"{what} cannot be written as JSON: {e}") from None
 
 
-def _write(f: BinaryIO, parts: list[tuple[Kind, bytes | Blobs]]) -> None:
+def _write(f: BinaryIO, parts: list[tuple[Kind, bytes | Blobs]]) -> int:
     start = header_size(len(parts))
     f.write(bytes(start + pad(start)))
     sections = []
@@ -62,6 +62,7 @@ def _write(f: BinaryIO, parts: list[tuple[Kind, bytes | Blobs]]) -> None:
     f.seek(0)
     f.write(pack_header(sections, total))
     f.seek(total)
+    return total
 
 
 def _write_body(f: BinaryIO, body: bytes | Blobs) -> tuple[bytes, int]:

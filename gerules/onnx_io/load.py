@@ -1,7 +1,7 @@
 """``load_model``: bytes or a path in, a verified and shape-inferred ``Graph`` out.
 
-Steps: read the file (a regular file under protobuf's 2 GiB limit) -> name non-ONNX formats
-by their magic -> parse -> convert (``reader``) -> put nodes in topological order when they
+Steps: read the file (``fileio.read_input``: a regular file under protobuf's 2 GiB limit) ->
+name non-ONNX formats by their magic -> parse -> convert (``reader``) -> put nodes in topological order when they
 are not -> ``verify`` (SSA, dangling inputs, cycles, op signatures, shape inference).
 
 Invariants:
@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 from pathlib import Path
 
 import onnx
 
 from ..errors import GeError, ModelError
+from ..fileio import read_input
 from ..ir.graph import Graph
 from ..ir.verify import toposort, verify
 from .external import read_external
@@ -56,23 +56,10 @@ def load_model(source: Source, *, base_dir: str | os.PathLike[str] | None = None
 
 
 def read_file(path: str | os.PathLike[str]) -> bytes:
-    """The bytes of a model file; refuses folders, devices and files over 2 GiB."""
-    try:
-        with open(path, "rb") as f:
-            info = os.fstat(f.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise ModelError("not a regular file", file=str(path))
-            if info.st_size > PROTOBUF_LIMIT:
-                raise ModelError(f"the file has {info.st_size} bytes; a protobuf model is under "
-                                 "2 GiB (larger models keep weights in external data)",
-                                 file=str(path))
-            return f.read()
-    except IsADirectoryError:
-        raise ModelError("is a folder, not a model file", file=str(path)) from None
-    except FileNotFoundError:
-        raise ModelError("no such file", file=str(path)) from None
-    except OSError as e:
-        raise ModelError(f"cannot read: {e.strerror or e}", file=str(path)) from None
+    """The bytes of a model file: a regular file under protobuf's 2 GiB limit."""
+    return read_input(path, limit=PROTOBUF_LIMIT, what="a model file",
+                      hint=" (a protobuf model is under 2 GiB; larger models keep weights in "
+                      "external data)")
 
 
 def parse(data: bytes) -> onnx.ModelProto:

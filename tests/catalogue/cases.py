@@ -358,7 +358,8 @@ OM_CASES = [
     Case("C8-run-overlapping-plan", ("run", "model.om"), om(edit=model_def(_overlap)), 1,
          r"^model\.om: .*(overlap|live)"),
     Case("C-inspect-bad-json", ("inspect", "model.om"),
-         om(edit=model_def(lambda d: b"{not json")), 1, r"^model\.om: section MODEL_DEF: "),
+         om(edit=model_def(lambda d: b"{not json")), 1,
+         r"^model\.om: section MODEL_DEF at 1:2: not valid JSON"),
 ]
 
 MISUSE_CASES = [

@@ -171,12 +171,14 @@ def test_output_dir_is_created_with_safe_names(tmp_path: Path,
 
 
 def test_file_names_are_safe_and_unique() -> None:
-    names = file_names(["a/b", "a:b", "A_B", "..", "ok.1-2", "x" * 300])
+    names = file_names(["a/b", "a:b", "A_B", "..", ".", "../../x", "ok.1-2", "x" * 300])
     assert names["a/b"] == "a_b.npy" and names["a:b"] == "a_b_2.npy"
     assert names["A_B"] == "A_B_3.npy"  # unique even on case-insensitive file systems
-    assert names[".."] == "...npy" and names["ok.1-2"] == "ok.1-2.npy"
+    assert names["ok.1-2"] == "ok.1-2.npy"
+    # never hidden (".npy" files starting with a dot), never a path
+    assert (names[".."], names["."], names["../../x"]) == ("_...npy", "_..npy", "_.._.._x.npy")
     assert len(names["x" * 300]) <= 204
-    assert all(re.fullmatch(r"[A-Za-z0-9._-]+", n) for n in names.values())
+    assert all(re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9._-]*", n) for n in names.values())
 
 
 @pytest.fixture()
