@@ -8,7 +8,7 @@ Invariants:
 - The written file is read back through the full loader checks before ``build_om`` returns
   only when ``check=True``; the plan itself is always verified by the planner.
 - ``REPORT`` holds the caller's report plus ``"memory"``: the figures of every variant.
-- A variant with a tensor over ``MAX_TENSOR_BYTES`` (a ``ConstantOfShape`` memory bomb) is
+- A variant with a tensor over the tensor budget (a ``ConstantOfShape`` memory bomb) is
   refused with ``ResourceLimit`` naming the tensor before anything is planned or written.
 """
 
@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .budgets import DEFAULT, Budgets
 from .cost.profile import DEFAULT_SOC
-from .errors import ModelError, ResourceLimit
+from .errors import ModelError
 from .fileio import check_output_path
 from .ir.graph import Graph, TensorType, Value
 from .ir.registry import Registry, default_registry
@@ -34,7 +35,6 @@ from .om.writer import write_om
 
 log = logging.getLogger(__name__)
 
-MAX_TENSOR_BYTES = 4 << 30  # the loader's default per-tensor budget
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,16 +92,15 @@ def plan_variant(graph: Graph, dims: Mapping[str, int], *, streams: int = 1,
     return Variant(name, dims, bound, plan)
 
 
-def check_budget(graph: Graph, max_bytes: int = MAX_TENSOR_BYTES) -> None:
-    """Refuse a graph with a tensor larger than ``max_bytes`` (``ResourceLimit``, exit 3)."""
+def check_budget(graph: Graph, budgets: Budgets = DEFAULT) -> None:
+    """Refuse a graph with a tensor over the tensor budget (``ResourceLimit``, exit 3)."""
     producers = graph.producers()
     for v in (*graph.inputs, *graph.value_info.values()):
         n = v.type.nbytes()
-        if n is not None and n > max_bytes:
+        if n is not None and n > budgets.tensor_bytes:
             node = producers.get(v.name)
-            raise ResourceLimit(f"{v.type} needs {n} bytes, over the tensor budget of "
-                                f"{max_bytes}", node=node.label if node else None,
-                                op=node.qualified_op if node else None, tensor=v.name)
+            budgets.check("tensor_bytes", n, str(v.type), node=node.label if node else None,
+                          op=node.qualified_op if node else None, tensor=v.name)
 
 
 def bind_dims(graph: Graph, dims: Mapping[str, int]) -> Graph:

@@ -21,7 +21,7 @@ from ..compiler import CompileOptions, compile_model
 from ..errors import ModelError, ResourceLimit, UsageError, visible
 from ..fileio import check_output_path
 from ..ir.graph import Graph
-from ..onnx_io import DEFAULT_MAX_TENSOR_BYTES, load_model
+from ..onnx_io import load_model
 from ..onnx_io.load import read_file
 from . import atc, options, summary
 from .main import LOG_LEVELS
@@ -135,7 +135,7 @@ def _compile(args: argparse.Namespace, source: Path, framework: str) -> int:
     opts = compile_options(args)
     with Progress() as progress:
         progress(f"load {framework} model")
-        graph = _load(source, framework, opts, args.trust_archive)
+        graph = _load(source, framework, opts, args)
         try:
             result = compile_model(graph, opts, output, command_line=args.command_line,
                                    source=str(source), progress=progress)
@@ -151,13 +151,16 @@ def _compile(args: argparse.Namespace, source: Path, framework: str) -> int:
     return 0
 
 
-def _load(source: Path, framework: str, opts: CompileOptions, trust: bool) -> Graph:
+def _load(source: Path, framework: str, opts: CompileOptions, args: argparse.Namespace
+          ) -> Graph:
+    budgets = options.budgets(args)
     if framework == "pytorch":
         from ..frontends.torch import convert_archive
 
         batch = min(opts.dynamic_batch_size or (1,))
-        return convert_archive(source, opts.input_shape, batch=batch, trust=trust)
-    return load_model(source, max_bytes=DEFAULT_MAX_TENSOR_BYTES)
+        return convert_archive(source, opts.input_shape, batch=batch,
+                               trust=args.trust_archive, budgets=budgets)
+    return load_model(source, budgets=budgets)
 
 
 def _onnx_bytes(source: Path, framework: str, args: argparse.Namespace) -> bytes:
@@ -165,7 +168,7 @@ def _onnx_bytes(source: Path, framework: str, args: argparse.Namespace) -> bytes
         from ..frontends.torch import archive_onnx
 
         return archive_onnx(source, options.input_shapes(args.input_shape),
-                            trust=args.trust_archive)
+                            trust=args.trust_archive, budgets=options.budgets(args))
     return read_file(source)
 
 

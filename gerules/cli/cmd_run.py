@@ -32,9 +32,9 @@ from ..build import check_budget
 from ..errors import GeError, ModelError, UsageError, visible
 from ..fileio import all_or_none, atomic_write, check_output_path, output_folder
 from ..ir.graph import Value
-from ..onnx_io import DEFAULT_MAX_TENSOR_BYTES, load_model
+from ..onnx_io import load_model
 from ..runtime.executor import Executor
-from . import feeds
+from . import feeds, options
 
 log = logging.getLogger(__name__)
 
@@ -51,20 +51,22 @@ class Runnable:
 
 
 def load_onnx(path: Path, args: argparse.Namespace) -> Runnable:
-    graph = load_model(path, max_bytes=args.max_tensor_bytes)
+    budgets = options.budgets(args)
+    graph = load_model(path, budgets=budgets)
     try:  # a tensor over the budget (a ConstantOfShape bomb) is refused before anything runs
-        check_budget(graph, args.max_tensor_bytes)
+        check_budget(graph, budgets)
     except GeError as e:
         raise e.with_place(file=str(path)) from None
     required = tuple(v for v in graph.inputs if v.name not in graph.initializers)
-    return Runnable(required, graph.output_names, Executor(graph).run)
+    return Runnable(required, graph.output_names, Executor(graph, budgets=budgets).run)
 
 
 def load_om(path: Path, args: argparse.Namespace) -> Runnable:
     """A compiled offline model; it runs in its planned arena (``gerules.runtime.model``)."""
     from ..runtime.model import Model
 
-    model = Model.load(path, streams=getattr(args, "streams", None))
+    model = Model.load(path, streams=getattr(args, "streams", None),
+                       budgets=options.budgets(args))
     inputs = tuple(Value.of(d.name, d.dtype, d.shape) for d in model.inputs)
     return Runnable(inputs, tuple(d.name for d in model.outputs), model.run)
 
@@ -90,8 +92,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--seed", type=_seed, default=0, help="seed for random inputs (default 0)")
     p.add_argument("--output-dir", type=Path, help="save each output as <name>.npy here "
                    "(created if missing)")
-    p.add_argument("--max-tensor-bytes", type=_byte_count, default=DEFAULT_MAX_TENSOR_BYTES,
-                   help="refuse tensors larger than this (default 4 GiB)")
+    options.add_budget_flags(p)
     p.set_defaults(func=run)
 
 
@@ -99,13 +100,6 @@ def _seed(text: str) -> int:
     value = int(text)
     if not 0 <= value < 2**64:
         raise argparse.ArgumentTypeError(f"must be from 0 to 2**64 - 1, got {text[:40]}")
-    return value
-
-
-def _byte_count(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be > 0")
     return value
 
 

@@ -23,7 +23,8 @@ from typing import BinaryIO
 
 import numpy as np
 
-from ..errors import ModelError, ResourceLimit, UsageError
+from ..budgets import over
+from ..errors import ModelError, UsageError
 from ..fileio import open_input, os_reason
 from ..ir import dtypes
 from ..ir.graph import Value
@@ -110,8 +111,7 @@ def _read_npy(f: BinaryIO, path: Path, max_bytes: int) -> np.ndarray:
                          f"{MAX_RANK} sizes >= 0", file=str(path))
     need = int(np.prod(shape, dtype=object)) * dtype.itemsize
     if need > max_bytes:
-        raise ResourceLimit(f"array of {need} bytes is over the budget of {max_bytes}",
-                            file=str(path))
+        raise over("tensor_bytes", need, max_bytes, "the array", file=str(path))
     left = os.fstat(f.fileno()).st_size - f.tell()
     if left < need:
         raise ModelError(f"truncated: the header promises {need} bytes, the file has {left}",
@@ -172,8 +172,8 @@ def random_feeds(inputs: Sequence[Value], shapes: Mapping[str, tuple[int, ...]],
         shape = shapes[v.name]
         need = int(np.prod(shape, dtype=object)) * np.dtype(v.dtype).itemsize
         if need > max_bytes:
-            raise ResourceLimit(f"a random input of shape {list(shape)} needs {need} bytes, "
-                                f"over the budget of {max_bytes}", tensor=v.name)
+            raise over("tensor_bytes", need, max_bytes, f"a random input of shape "
+                       f"{list(shape)}", tensor=v.name)
         feeds[v.name] = random_array(rng, v.dtype, shape)
     return feeds
 

@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ..budgets import DEFAULT, FLAGS, Budgets
 from ..errors import GeError, ModelError, UsageError
 from ..ir.graph import Graph
 from ..onnx_io import load_model
@@ -209,14 +210,13 @@ TRUST_HINT = ("--trust_archive runs the conversion in a separate, limited proces
 
 
 def archive_onnx(path: str | Path, input_shapes: Mapping[str, Sequence[int]], *,
-                 batch: int = 1, trust: bool = False,
-                 limits: IsolationLimits | None = None) -> bytes:
+                 batch: int = 1, trust: bool = False, budgets: Budgets = DEFAULT) -> bytes:
     """The ONNX bytes of a saved model, exported on random inputs of ``input_shapes``.
 
     Dims of ``-1`` are the batch: the export uses ``batch`` there and keeps the dim dynamic.
     Every input is float32 (give integer inputs through the Python API, ``convert``). With
     ``trust`` the archive is loaded and exported in a worker process (``isolate``), where it
-    may run its own code (TorchScript methods, pickled classes) under ``limits``.
+    may run its own code (TorchScript methods, pickled classes) within ``budgets``.
     """
     if not input_shapes:
         raise UsageError("--framework=pytorch needs --input_shape NAME:D0,D1,... for every "
@@ -226,10 +226,20 @@ def archive_onnx(path: str | Path, input_shapes: Mapping[str, Sequence[int]], *,
         request = {"input_shapes": shapes, "batch": batch, "trusted": True}
         try:
             return run_isolated(f"{__name__}:export_archive", request,
-                                limits=limits or IsolationLimits(), inputs=[Path(path)])
+                                limits=worker_limits(budgets), inputs=[Path(path)])
         except GeError as e:
             raise e.with_place(file=str(path)) from None
     return _export(load_archive(path), shapes, batch, str(path))
+
+
+def worker_limits(budgets: Budgets) -> IsolationLimits:
+    """The worker's limits: its inputs within the archive budget, its memory within the
+    run-time one, its time within the command's ``--timeout``."""
+    flags = {"input_bytes": FLAGS["archive_bytes"], "memory_bytes": FLAGS["live_bytes"],
+             "seconds": FLAGS["seconds"], "cpu_seconds": FLAGS["seconds"]}
+    seconds = budgets.seconds or IsolationLimits().seconds
+    return IsolationLimits(seconds=seconds, memory_bytes=max(budgets.live_bytes, 4 << 30),
+                           input_bytes=budgets.archive_bytes, flags=flags)
 
 
 def _export(module: Any, shapes: Mapping[str, Sequence[int]], batch: int,
@@ -270,11 +280,10 @@ def load_trusted(path: Path) -> Any:
 
 
 def convert_archive(path: str | Path, input_shapes: Mapping[str, Sequence[int]], *,
-                    batch: int = 1, trust: bool = False,
-                    limits: IsolationLimits | None = None) -> Graph:
+                    batch: int = 1, trust: bool = False, budgets: Budgets = DEFAULT) -> Graph:
     """The verified graph of a saved model (see ``archive_onnx``)."""
-    data = archive_onnx(path, input_shapes, batch=batch, trust=trust, limits=limits)
+    data = archive_onnx(path, input_shapes, batch=batch, trust=trust, budgets=budgets)
     try:
-        return load_model(data)
+        return load_model(data, budgets=budgets)
     except ModelError as e:
         raise e.with_place(file=str(path)) from None

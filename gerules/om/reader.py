@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from ..budgets import DEFAULT, Budgets
 from ..errors import OmError
 from ..fileio import open_input, parse_json
 from ..ir.registry import Registry, default_registry
@@ -43,7 +44,7 @@ class OmFile:
     """A checked, memory-mapped ``.om`` file and its decoded contents."""
 
     def __init__(self, path: str | os.PathLike[str], *, verify_weights: bool = True,
-                 registry: Registry | None = None) -> None:
+                 registry: Registry | None = None, budgets: Budgets = DEFAULT) -> None:
         self.path = str(path)
         self._map: mmap.mmap | None = None
         fd = open_input(self.path, what="a .om file", kind=OmError)
@@ -52,6 +53,9 @@ class OmFile:
             self.header: Header = parse_header(head[:HEADER.size], size, self.path)
             self.sections: tuple[Section, ...] = tuple(
                 parse_sections(self.header, head, size, self.path))
+            for s in self.sections:
+                if s.kind == Kind.WEIGHTS:
+                    budgets.check("model_bytes", s.length, "section WEIGHTS", file=self.path)
             self._map = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
         finally:
             os.close(fd)
@@ -62,15 +66,19 @@ class OmFile:
             with ThreadPoolExecutor(1, thread_name_prefix="gerules-sha") as pool:
                 hashed = pool.submit(self._check_digests, weights)  # hashlib drops the GIL
                 try:
-                    self.contents: OmContents = self._decode(registry)
+                    self.contents: OmContents = self._decode(registry, budgets)
                 finally:
                     hashed.result()  # a checksum failure outranks a decoding error
         except BaseException:
             self.close()
             raise
 
-    def _decode(self, registry: Registry | None) -> OmContents:
+    def _decode(self, registry: Registry | None, budgets: Budgets) -> OmContents:
         doc = self._json(Kind.MODEL_DEF)
+        graph = doc.get("graph") if isinstance(doc, dict) else None
+        nodes = graph.get("nodes") if isinstance(graph, dict) else None
+        if isinstance(nodes, list):
+            budgets.check("nodes", len(nodes), "the graph", file=self.path)
         return decode(doc, self._map, self.section(Kind.WEIGHTS), self.path,
                       registry or default_registry())
 

@@ -7,6 +7,8 @@ under the NPU cost model (greedy DAG-aware; ILP at O3) -> raise it back to a Gra
 Invariants:
 - O0 returns the verified input graph unchanged; O1..O3 never return a graph that fails
   ``verify`` (raising instead) and never change graph input or output names, dtypes or order.
+- An ``EngineError`` (an unsound rule, an impossible extraction) comes out placed: a
+  ``RuleError`` at the rule it names, else a ``ModelError``; never a bare engine exception.
 - Limits are reported, never silent: the report records the limits in force and the stop
   reason; a run cut short still extracts the best graph found so far (with a warning).
 - ``--target onnx`` forbids every non-ai.onnx op at extraction (infinite cost), so the result
@@ -26,8 +28,9 @@ from typing import Any
 
 from ..cost import DEFAULT_SOC, GraphEstimate, NpuCostModel
 from ..engine import Extraction, Limits, Repeat, Report, Ruleset, Runner, Saturate, Seq, extract
+from ..engine.errors import EngineError
 from ..engine.schedule import Step
-from ..errors import UsageError
+from ..errors import GeError, ModelError, UsageError
 from ..ir.graph import Graph
 from ..ir.registry import Registry, default_registry, suggest
 from ..ir.verify import verify
@@ -155,7 +158,10 @@ def optimize(graph: Graph, options: OptimizeOptions | None = None,
                             graph.op_counts(), before, before, phases)
     if options.opt_level == "O0":
         return graph, report
-    result = _saturate_and_extract(graph, options, registry, model, report)
+    try:
+        result = _saturate_and_extract(graph, options, registry, model, report)
+    except EngineError as e:
+        raise _placed(e, options) from None
     clock = time.perf_counter()
     result = verify(result, registry)
     phases["verify_result"] = time.perf_counter() - clock
@@ -197,6 +203,21 @@ def _saturate_and_extract(graph: Graph, options: OptimizeOptions, registry: Regi
     report.fusions = fusions(graph, low, ext, result, run.applications)
     phases["raise"] = time.perf_counter() - clock
     return result
+
+
+def _placed(e: EngineError, options: OptimizeOptions) -> GeError:
+    """An engine error as the project's error: at the rule it names, else about the model."""
+    from ..dsl.errors import RuleError
+
+    name = getattr(e, "rule", None)
+    if name:
+        try:
+            rule = rule_library(options.rule_paths).rule(name)
+        except KeyError:
+            rule = None
+        if rule is not None:
+            return RuleError(f"{e} (found while optimizing the model)", rule.span)
+    return ModelError(f"the optimizer failed: {e}")
 
 
 def _run(low: Lowered, schedule: Step, limits: Limits) -> Report:

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from ..budgets import DEFAULT, Budgets
 from ..errors import GeError, ModelError, UsageError
 from ..ir.graph import Dim, Graph, TensorType, Value
 from ..ir.registry import Registry, default_registry
@@ -59,7 +60,8 @@ class TensorDesc:
 class Model:
     """A loaded ``.om`` model. Use ``Model.load(path)``; close it or use ``with``."""
 
-    def __init__(self, om: OmFile, streams: int | None, registry: Registry) -> None:
+    def __init__(self, om: OmFile, streams: int | None, registry: Registry,
+                 budgets: Budgets = DEFAULT) -> None:
         self._om: OmFile | None = om
         self.path = om.path
         contents = om.contents
@@ -67,19 +69,22 @@ class Model:
         self.variants: tuple[Variant, ...] = contents.variants
         self.soc_version = contents.soc_version
         self.streams = _stream_count(contents.variants, streams)
-        self._pools = [ArenaPool(Program(v.graph, v.plan, registry)) for v in self.variants]
+        self._pools = [ArenaPool(Program(v.graph, v.plan, registry, budgets))
+                       for v in self.variants]
         self._weights: dict[str, np.ndarray] = dict(self.graph.initializers)
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], *, streams: int | None = None,
-             verify_weights: bool = True, registry: Registry | None = None) -> Model:
-        """Open and check ``path``; ``streams`` is None (the file's), 1, or the file's count."""
+             verify_weights: bool = True, registry: Registry | None = None,
+             budgets: Budgets = DEFAULT) -> Model:
+        """Open and check ``path``; ``streams`` is None (the file's), 1, or the file's count;
+        ``budgets`` bounds the weights, the node count and the memory of a run."""
         registry = registry or default_registry()
-        om = OmFile(path, verify_weights=verify_weights, registry=registry)
+        om = OmFile(path, verify_weights=verify_weights, registry=registry, budgets=budgets)
         try:
-            return cls(om, streams, registry)
+            return cls(om, streams, registry, budgets)
         except BaseException:
             om.close()
             raise

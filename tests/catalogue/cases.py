@@ -293,7 +293,8 @@ MODEL_CASES = [
          r"float32\[1048576,1048576\] needs 4398046511104 bytes, over the tensor budget"),
     Case("M15-run-memory-bomb", ("run", "model.onnx"), write("model.onnx", _memory_bomb()), 3,
          r"^model\.onnx: node 'bomb' \(ConstantOfShape\): tensor 'y': .* needs "
-         r"4398046511104 bytes, over the tensor budget of 4294967296$"),
+         r"4398046511104 bytes, over the tensor budget of 4294967296 bytes \(raise it with "
+         r"--max_tensor_bytes\)$"),
     Case("M16-compile-external-parent", ("compile", "model/model.onnx", "--output", "out"),
          bad_model("external_parent"), 1,
          r"^model/model\.onnx: tensor 'w': external data location '\.\./secret\.bin' leaves"),

@@ -212,7 +212,8 @@ def model_dir(tmp_path: Path) -> Path:
     (["--input-shape", "x:1,5"], 2, r"--input-shape x: \[1, 5\] does not fit float32\[N,4\]"),
     (["--input-shape", "q:1,4"], 2, r"--input-shape: no model input is called 'q'"),
     (["--max-tensor-bytes", "32", "--input-shape", "x:4,4"], 3,
-     r"tensor 'x': a random input of shape \[4, 4\] needs 64 bytes, over the budget of 32"),
+     r"tensor 'x': a random input of shape \[4, 4\] needs 64 bytes, over the tensor budget "
+     r"of 32 bytes \(raise it with --max_tensor_bytes\)$"),
     (["--max-tensor-bytes", "8"], 3,
      r"model.onnx: tensor 'w': shape \[4\] of float32 needs 16 bytes, over the tensor budget"),
 ])
