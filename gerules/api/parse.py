@@ -11,7 +11,8 @@ Invariants:
   (``NCHW``/``NHWC`` need a 4-D input; ``NHWC`` only warns: ONNX models are NCHW) and recorded
   in the graph's metadata; it never reorders data.
 - PyTorch archives (``.pt``, ``.pth``, ``.pt2`` or ``framework="pytorch"``) go through
-  ``gerules.frontends.torch.convert_archive`` with ``input_shape`` as the trace shapes; a
+  ``gerules.frontends.torch.convert_archive`` with ``input_shape`` as the trace shapes (checked,
+  then converted in the isolated worker; ``trust_archive`` as the CLI's); a
   missing ``torch`` extra or frontend is a ``UsageError`` that says what to do, found at call
   time (importing this module never imports torch).
 """
@@ -40,18 +41,20 @@ FRAMEWORKS = {"onnx": "onnx", "5": "onnx", "pytorch": "pytorch", "torch": "pytor
 
 
 def parse_model(source: Source | onnx.ModelProto, input_shape: InputShape | None = None,
-                input_format: str | None = None, *, framework: str | None = None) -> Graph:
+                input_format: str | None = None, *, framework: str | None = None,
+                trust_archive: bool = False) -> Graph:
     """Load a model and fix its input shapes.
 
     ``source`` is an ONNX file path, its bytes or an ``onnx.ModelProto``, or a PyTorch file
     with the torch extra. ``input_shape`` maps input names to dims (``-1``: dynamic) or is
     atc's text form. ``input_format`` is ``"NCHW"``, ``"NHWC"`` or ``"ND"`` (checked and
     recorded only). ``framework`` is ``"onnx"`` or ``"pytorch"`` (default: by file suffix).
+    ``trust_archive`` is the CLI's ``--trust_archive`` (docs/SECURITY.md).
     """
     fmt = None if input_format is None else format_name(input_format)
     shapes = input_shapes(input_shape)
     if _framework(source, framework) == "pytorch":
-        graph = _load_torch(source, shapes)
+        graph = _load_torch(source, shapes, trust_archive)
     else:
         graph = _load_onnx(source)
     graph = fix_shapes(graph, shapes) if shapes else graph
@@ -146,7 +149,7 @@ def _load_onnx(source: Any) -> Graph:
     return load_model(serialize())
 
 
-def _load_torch(source: Any, shapes: Mapping[str, Sequence[int]]) -> Graph:
+def _load_torch(source: Any, shapes: Mapping[str, Sequence[int]], trust: bool) -> Graph:
     if not isinstance(source, str | os.PathLike):
         raise UsageError("parse_model: a PyTorch model is given as a file path; for an "
                          "nn.Module use gerules.frontends.torch.convert(module, inputs)")
@@ -154,7 +157,7 @@ def _load_torch(source: Any, shapes: Mapping[str, Sequence[int]]) -> Graph:
     if convert is None:
         raise UsageError("the torch frontend (gerules.frontends.torch) has no "
                          "convert_archive(); export the model to ONNX and parse that")
-    graph: Graph = convert(source, dict(shapes))
+    graph: Graph = convert(source, dict(shapes), trust=trust)
     return graph
 
 

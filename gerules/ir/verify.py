@@ -4,7 +4,8 @@ Checks, in order: the graph has outputs; every tensor is defined once (SSA); a g
 default (its initializer) has the input's dtype and fits its declared shape, as onnx's checker
 and onnxruntime require; each node reads only tensors defined before it (else: a cycle, named
 by its nodes, or a dangling input); every graph output is defined; ops exist at the graph's
-opset with a valid arity and attributes; shapes and dtypes infer without contradiction. ``toposort`` orders an acyclic node list.
+opset with a valid arity and attributes; shapes and dtypes infer without contradiction.
+``toposort`` orders an acyclic node list.
 """
 
 from __future__ import annotations
