@@ -20,7 +20,7 @@ from pathlib import Path
 from ..dsl import RuleLibrary, check_library, contract_of, parse_library, parse_shipped
 from ..dsl.ast import RuleFile, RulesetDecl
 from ..dsl.errors import RuleError
-from ..errors import UsageError
+from ..errors import UsageError, visible
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -65,7 +65,7 @@ def load(paths: Sequence[Path]) -> RuleLibrary:
 
 def report(errors: Sequence[RuleError]) -> None:
     for e in errors:
-        print(e.render(), file=sys.stderr)
+        print(visible(e.render(), keep_newlines=True), file=sys.stderr)
 
 
 def run_check(args: argparse.Namespace) -> int:

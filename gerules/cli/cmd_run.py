@@ -217,8 +217,9 @@ def save_outputs(outputs: Mapping[str, np.ndarray], folder: Path) -> dict[str, P
     with all_or_none():
         out = output_folder(folder, flag="--output-dir")
         targets = {name: out / fname for name, fname in file_names(list(outputs)).items()}
-        for name, target in targets.items():
+        for target in targets.values():  # every target checked before anything is written
             check_output_path(target)
+        for name, target in targets.items():
             array = np.asarray(outputs[name])
             atomic_write(target, lambda f, a=array: np.save(f, a, allow_pickle=False))
     return targets

@@ -10,6 +10,8 @@ Invariants:
   141 quietly, a stdout that cannot be written (``/dev/full``) is one line and exit 1; any
   other exception is an internal error (exit 70, one line, the traceback only with
   ``--debug``).
+- Nothing a model names reaches the terminal raw: stdout, log lines and error lines escape
+  control characters and bidirectional overrides (``errors.visible``).
 - Every command runs inside ``fileio.all_or_none``: its output files appear together at the
   end, or none of them.
 """
@@ -77,9 +79,11 @@ def _main(argv: Sequence[str] | None) -> int:
     args = parser.parse_args(route(raw))  # atc-style lines (--model=...) mean compile
     args.command_line = shlex.join([PROG, *raw])  # recorded verbatim in what we write
     if args.log not in LOG_LEVELS:  # the GE_LOG environment variable is the default
-        parser.error(f"GE_LOG={visible(args.log)!r}: expected one of {', '.join(LOG_LEVELS)}")
+        parser.error(f"GE_LOG='{visible(args.log)}': expected one of {', '.join(LOG_LEVELS)}")
     if args.log != "null":
-        logging.basicConfig(level=args.log.upper(), format=f"{PROG}: %(levelname)s: %(message)s")
+        handler = logging.StreamHandler()
+        handler.setFormatter(_Visible(f"{PROG}: %(levelname)s: %(message)s"))
+        logging.basicConfig(level=args.log.upper(), handlers=[handler])
     else:  # no handler at all would make logging print warnings through its last resort
         logging.getLogger().addHandler(logging.NullHandler())
     if not getattr(args, "func", None):
@@ -115,14 +119,24 @@ class OutputError(GeError):
     """Standard output cannot be written (a full disk, ``/dev/full``, an I/O error)."""
 
 
+class _Visible(logging.Formatter):
+    """Log lines with model-provided names made harmless for the terminal."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return visible(super().format(record), keep_newlines=True)
+
+
 class _Guarded(io.TextIOBase):
-    """``sys.stdout`` whose write errors (other than a closed pipe) are an ``OutputError``."""
+    """``sys.stdout`` for people: control characters from model names are escaped (``\\uXXXX``,
+    valid in JSON too; newlines and tabs kept) and write errors (other than a closed pipe)
+    are an ``OutputError``."""
 
     def __init__(self, inner: TextIO) -> None:
         self._inner = inner
 
     def write(self, text: str) -> int:
-        return int(self._call(self._inner.write, text))
+        self._call(self._inner.write, visible(text, keep_newlines=True, json=True))
+        return len(text)
 
     def flush(self) -> None:
         self._call(self._inner.flush)

@@ -87,7 +87,8 @@ def _line_pairs(text: str, where: str) -> list[tuple[str, str]]:
             continue
         name, sep, state = line.partition(":")
         if not sep or not name.strip():
-            raise UsageError(f"{where}:{number}: expected NAME:on or NAME:off, got '{line}'")
+            raise UsageError(f"{where}:{number}: expected NAME:on or NAME:off, got "
+                             f"'{line[:80]}{'...' if len(line) > 80 else ''}'")
         pairs.append((name.strip(), _state(state.strip(), f"{where}:{number}")))
     return pairs
 

@@ -39,7 +39,11 @@ class Case:
     message: str  # regex searched in the error line (after "ge-rewrite: error: ")
     rules_format: bool = False  # `rules` reports: "file:line:col: message" + context lines
     permissions: bool = False  # file permissions must hold even for root (see the driver)
-    tags: tuple[str, ...] = field(default=())
+    tags: tuple[str, ...] = field(default=())  # "closed-stdout", "full-stdout"
+    env: tuple[tuple[str, str], ...] = ()  # "{folder}" in a value is the case's folder
+    absent: tuple[str, ...] = ()  # text that must appear in neither stdout nor stderr
+    needs: str | None = None  # "torch", "landlock", "mknod": what the case cannot do without
+    timeout: float = 60.0  # a case that hangs is killed (and fails) after this long
 
 
 # ----------------------------------------------------------------------------- setups

@@ -16,6 +16,8 @@ use it. Per job, besides ``argv``, ``cwd``, ``stdout`` and ``stderr`` (file path
   pipe and blocks reading another; the driver, blocked reading the first pipe, sends the
   signal, which ends the child's wait. ``PATH`` is created when the signal was sent (a
   command that never reaches the moment exits without it);
+- ``"env": {NAME: value}`` sets environment variables in the child (``TMPDIR`` included:
+  the child forgets the temp folder the parent found);
 - ``"memory": bytes`` limits the child's address space (``RLIMIT_AS``), so a case that would
   allocate without bound fails fast instead of swapping the machine;
 - ``"timeout": seconds`` (default 120) kills a child that hangs (a FIFO read as a file),
@@ -38,6 +40,7 @@ import os
 import resource
 import signal
 import sys
+import tempfile
 import threading
 import traceback
 
@@ -121,6 +124,9 @@ def _child(job: dict[str, object], pipes: tuple[int, int, int, int] | None) -> N
         _redirect(job)
         if job.get("no_override"):
             _drop_override()
+        for key, value in dict(job.get("env") or {}).items():  # type: ignore[call-overload]
+            os.environ[str(key)] = str(value)
+        tempfile.tempdir = None
         if job.get("memory"):
             limit = int(job["memory"])  # type: ignore[arg-type]
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
