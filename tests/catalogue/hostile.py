@@ -204,27 +204,27 @@ TMP = (("TMPDIR", "{folder}"),)
 
 # ----------------------------------------------------------------------------- cases
 
+def pt2_case(id: str, edit: Callable, message: str) -> Case:
+    """The good torch.export archive with ``edit`` applied: refused, exit 1."""
+    return Case(id, ARCHIVE, edited_pt2(edit), 1, rf"^model\.pt2: {message}", needs="torch")
+
+
 ARCHIVE_CASES = [
-    Case("A1-pt2-pickled-weight", ARCHIVE, edited_pt2(pickled_weight), 1,
-         r"^model\.pt2: .*weight_0: .*data\.pkl is a pickle that could run code when loaded: it "
-         r"imports __builtin__\.getattr", needs="torch"),
-    Case("A2-pt2-duplicate-entry", ARCHIVE, edited_pt2(duplicate_weight), 1,
-         r"^model\.pt2: entry '.*/weight_0' appears twice", needs="torch"),
-    Case("A3-pt2-sympify-code", ARCHIVE, edited_pt2(sympify_code), 1,
-         r"^model\.pt2: .*model\.json: the symbolic expression .* is not shape arithmetic",
-         needs="torch"),
-    Case("A4-pt2-legacy-fallback", ARCHIVE, edited_pt2(legacy_fallback), 1,
-         r"^model\.pt2: entry 'version' has a name no archive of torch's has", needs="torch"),
-    Case("A5-pt2-opaque-object", ARCHIVE, edited_pt2(opaque_constant), 1,
-         r"^model\.pt2: entry '.*opaque_obj_0' is not part of a torch\.export archive",
-         needs="torch"),
-    Case("A6-pt2-aot-library", ARCHIVE, edited_pt2(aot_library), 1,
-         r"^model\.pt2: entry '.*model\.so' is compiled code \(AOTInductor\)", needs="torch"),
-    Case("A7-pt2-unknown-entry", ARCHIVE, edited_pt2(unknown_entry), 1,
-         r"^model\.pt2: entry '.*evil\.py' is not part of a torch\.export archive",
-         needs="torch"),
-    Case("A8-pt2-name-outside", ARCHIVE, edited_pt2(outside_folder), 1,
-         r"^model\.pt2: entry '\.\./escape\.txt' has a name no archive", needs="torch"),
+    pt2_case("A1-pt2-pickled-weight", pickled_weight, r".*weight_0: .*data\.pkl is a pickle "
+             r"that could run code when loaded: it imports __builtin__\.getattr"),
+    pt2_case("A2-pt2-duplicate-entry", duplicate_weight, r"entry '.*/weight_0' appears twice"),
+    pt2_case("A3-pt2-sympify-code", sympify_code,
+             r".*model\.json: the symbolic expression .* is not shape arithmetic"),
+    pt2_case("A4-pt2-legacy-fallback", legacy_fallback,
+             r"entry 'version' has a name no archive of torch's has"),
+    pt2_case("A5-pt2-opaque-object", opaque_constant,
+             r"entry '.*opaque_obj_0' is not part of a torch\.export archive"),
+    pt2_case("A6-pt2-aot-library", aot_library,
+             r"entry '.*model\.so' is compiled code \(AOTInductor\)"),
+    pt2_case("A7-pt2-unknown-entry", unknown_entry,
+             r"entry '.*evil\.py' is not part of a torch\.export archive"),
+    pt2_case("A8-pt2-name-outside", outside_folder,
+             r"entry '\.\./escape\.txt' has a name no archive"),
     Case("A9-torchscript-refused", TS, torchscript_writer, 1,
          r"^model\.pt: a TorchScript archive runs its own code when it is loaded .* refused "
          r"without --trust_archive", needs="torch"),
