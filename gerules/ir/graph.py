@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .attrs import EMPTY, Attrs
-from .dtypes import DType
+from .dtypes import DType, itemsize
 
 Dim = int | str
 Shape = tuple[Dim, ...]
@@ -55,7 +55,7 @@ class TensorType:
 
     def nbytes(self) -> int | None:
         n = self.numel()
-        return None if n is None else n * np.dtype(self.dtype).itemsize
+        return None if n is None else n * itemsize(self.dtype)
 
     def __str__(self) -> str:
         dims = "?" if self.shape is None else ",".join(str(d) for d in self.shape)

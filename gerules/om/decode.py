@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import GeError, OmError
 from ..ir.attrs import Attrs
-from ..ir.dtypes import ONNX_CODES
+from ..ir.dtypes import ONNX_CODES, itemsize, to_numpy
 from ..ir.graph import Graph, Node, TensorType, Value
 from ..ir.registry import Registry
 from ..ir.verify import verify
@@ -121,14 +121,15 @@ def _blob(d: Doc, b: Any, ctx: str, buffer: Any, weights: Section) -> np.ndarray
     nbytes = d.integer(d.get(b, "nbytes", ctx), f"{ctx}.nbytes")
     offset = d.integer(d.get(b, "offset", ctx), f"{ctx}.offset")
     numel = t.numel() or 0
-    if nbytes != numel * np.dtype(t.dtype).itemsize:
+    if nbytes != numel * itemsize(t.dtype):
         raise d.fail(ctx, f"nbytes {nbytes} does not match {t}")
     if offset % ALIGN or offset + nbytes > weights.length:
         raise d.fail(ctx, f"bytes [{offset}, {offset + nbytes}) are not 64-aligned inside the "
                           f"{weights.length}-byte WEIGHTS section")
     if numel == 0:
-        return np.zeros(t.shape, dtype=t.dtype)  # type: ignore[arg-type]
-    arr = np.frombuffer(buffer, dtype=t.dtype, count=numel, offset=weights.offset + offset)
+        return np.zeros(t.shape, dtype=to_numpy(t.dtype))  # type: ignore[arg-type]
+    arr = np.frombuffer(buffer, dtype=to_numpy(t.dtype), count=numel,
+                        offset=weights.offset + offset)
     return arr.reshape(t.shape)  # type: ignore[arg-type]
 
 

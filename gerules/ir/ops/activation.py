@@ -18,7 +18,7 @@ import numpy as np
 from scipy import special
 
 from ...errors import ShapeError
-from ..dtypes import FLOATS
+from ..dtypes import OP_FLOATS
 from ..graph import TensorType
 from ..registry import ELEMENTWISE, INPLACE, Call
 from ._common import (
@@ -35,7 +35,7 @@ from ._common import (
     widen,
 )
 
-FLOAT = frozenset(FLOATS)
+FLOAT = OP_FLOATS
 SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
 
 

@@ -7,8 +7,9 @@ Invariants:
 - ConstantOfShape and Range give static shapes when their operands are known constants
   (``consts[i]``), else a rank-1 or rank-k shape of ``"?"``; negative dims and a zero delta
   raise ``ShapeError``.
-- Cast and CastLike convert with NumPy's ``astype`` (float to int truncates, out-of-range
-  float to float16 gives inf); element types outside the IR raise ``ModelError``.
+- Cast and CastLike convert with ``_cast.cast`` (NumPy's ``astype``: float to int truncates,
+  out-of-range float to float16 gives inf; float8 targets saturate unless ``saturate=0``;
+  float8e8m0 rounds by ``round_mode``); element types outside the IR raise ``ModelError``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from ...errors import ShapeError
 from ..dtypes import from_onnx
 from ..graph import TensorType
 from ..registry import ELEMENTWISE, Call
-from ._common import UNKNOWN, Arrays, Types, at, attr, iattr, ints, need, schema
+from ._cast import cast
+from ._common import UNKNOWN, Arrays, Types, at, attr, iattr, ints, need, sattr, schema
 
 VALUE_ATTRS = ("value", "value_float", "value_floats", "value_int", "value_ints",
                "value_string", "value_strings", "sparse_value")
@@ -109,8 +111,8 @@ def _cast_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
 
 def _cast_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     x = need(at(inputs, 0), "Cast")
-    with np.errstate(all="ignore"):
-        return [x.astype(from_onnx(iattr(call, "to")))]
+    return [cast(x, from_onnx(iattr(call, "to")), iattr(call, "saturate", 1),
+                 sattr(call, "round_mode", "up"))]
 
 
 def _castlike_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
@@ -120,8 +122,8 @@ def _castlike_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
 
 def _castlike_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     x, like = need(at(inputs, 0), "CastLike"), need(at(inputs, 1), "CastLike")
-    with np.errstate(all="ignore"):
-        return [x.astype(like.dtype)]
+    return [cast(x, like.dtype.name, iattr(call, "saturate", 1),
+                 sattr(call, "round_mode", "up"))]
 
 
 SCHEMAS = [
@@ -138,8 +140,9 @@ SCHEMAS = [
     schema("Cast", 6, "input", "output", _cast_infer, _cast_kernel,
            attrs=[attr("to", "int", required=True), attr("saturate", "int", 1),
                   attr("round_mode", "string", "up")],
-           traits={ELEMENTWISE}, doc="convert to the element type 'to'"),
+           traits={ELEMENTWISE}, widen_low=False, doc="convert to the element type 'to'"),
     schema("CastLike", 15, "input target_type", "output", _castlike_infer, _castlike_kernel,
            attrs=[attr("saturate", "int", 1), attr("round_mode", "string", "up")],
-           traits={ELEMENTWISE}, doc="convert to the element type of target_type"),
+           traits={ELEMENTWISE}, widen_low=False,
+           doc="convert to the element type of target_type"),
 ]

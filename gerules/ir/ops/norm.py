@@ -2,9 +2,10 @@
 InstanceNormalization, GroupNormalization.
 
 Invariants:
-- BatchNormalization only runs in inference mode: ``training_mode=1`` (opset 14+) or the
-  training-only extra outputs (opset 9-13) raise ``ShapeError`` "training mode not
-  supported" from inference and from the kernel.
+- BatchNormalization runs in inference mode, and from opset 14 in training mode too
+  (``training_mode=1``: batch statistics normalise, ``running_mean``/``running_var`` are the
+  momentum updates of the given ones); the training-only extra outputs of opsets 6-13 raise
+  ``ShapeError`` "training mode not supported" from inference and from the kernel.
 - LayerNormalization normalises over ``shape[axis:]``; its statistics are computed in
   float32 when ``stash_type=1`` (the default) and in the input type otherwise; ``Mean`` and
   ``InvStdDev`` have shape ``shape[:axis] + [1] * (rank - axis)``.
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...errors import ShapeError
-from ..dtypes import FLOATS
+from ..dtypes import OP_FLOATS
 from ..graph import TensorType
 from ..registry import INPLACE, Call, FlopsFn
 from ._common import (
@@ -76,6 +77,30 @@ def _bn_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
 
 
 BN_ATTRS = [attr("epsilon", "float", 1e-5), attr("momentum", "float", 0.9)]
+
+
+def _bn14_infer(types: Types, consts: Arrays, call: Call) -> list[TensorType]:
+    if not iattr(call, "training_mode"):
+        return _bn_infer(types, consts, call)
+    x = need(at(types, 0), "BatchNormalization")
+    stat = need(at(types, 3), "BatchNormalization", "input_mean")
+    return [x, stat, stat][: max(1, call.num_outputs)]
+
+
+def _bn14_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    """Opset 14: inference, or training mode (batch statistics and running updates)."""
+    if not iattr(call, "training_mode"):
+        return _bn_kernel(inputs, call)
+    x, scale, b, mean, var = (need(at(inputs, i), "BatchNormalization") for i in range(5))
+    axes = tuple(i for i in range(x.ndim) if i != 1)
+    xw = widen(x)
+    batch_mean, batch_var = xw.mean(axis=axes), xw.var(axis=axes)
+    momentum = fattr(call, "momentum", 0.9)
+    y = _bn_kernel([x, scale, b, batch_mean.astype(mean.dtype), batch_var.astype(var.dtype)],
+                   Call({"epsilon": fattr(call, "epsilon", 1e-5)}))[0]
+    run_mean = mean * momentum + batch_mean * (1 - momentum)
+    run_var = var * momentum + batch_var * (1 - momentum)
+    return [y, run_mean.astype(mean.dtype), run_var.astype(var.dtype)][: call.num_outputs]
 
 
 # ----------------------------------------------------------------------------- LayerNorm
@@ -152,7 +177,7 @@ def _group_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
 
 def _first(types: Types, _c: object, call: Call) -> list[TensorType]:
     x = need(at(types, 0), "normalization")
-    if x.dtype not in FLOATS:
+    if x.dtype not in OP_FLOATS:
         raise ShapeError(f"normalization needs a float input, got {x.dtype}")
     return [x]
 
@@ -175,14 +200,15 @@ SCHEMAS = [
            attrs=BN_ATTRS, traits={INPLACE}, flops=_flops(2),
            doc="inference batch norm: (X - mean) / sqrt(var + eps) * scale + B"),
     schema("BatchNormalization", 14, "X scale B input_mean input_var",
-           "Y running_mean? running_var?", _bn_infer, _bn_kernel,
+           "Y running_mean? running_var?", _bn14_infer, _bn14_kernel,
            attrs=[*BN_ATTRS, attr("training_mode", "int", 0)], traits={INPLACE},
            flops=_flops(2),
-           doc="inference batch norm; training_mode=1 is refused"),
+           doc="batch norm; training_mode=1 normalises by batch statistics and also gives "
+               "the running mean and variance"),
     schema("LayerNormalization", 17, "X Scale B?", "Y Mean? InvStdDev?", _ln_infer,
            _ln_kernel, attrs=[attr("axis", "int", -1), attr("epsilon", "float", 1e-5),
                               attr("stash_type", "int", 1)],
-           traits={INPLACE}, flops=_flops(8),
+           traits={INPLACE}, flops=_flops(8), widen_low=False,
            doc="normalise over shape[axis:], then scale and shift"),
     schema("InstanceNormalization", 6, "input scale B", "output", _first, _instance_kernel,
            attrs=[attr("epsilon", "float", 1e-5)], traits={INPLACE},
