@@ -9,6 +9,9 @@ Invariants:
   every other domain is refused where a node uses it. A node's domain must be imported.
 - Names are kept. An unnamed node gets ``<op>_<index>`` (made unique); two nodes with the
   same name are an error (the ONNX IR makes node names unique within a graph).
+- An omitted optional output (``""``) is dropped at the end of a node's outputs and gets a
+  fresh tensor name (``<node>.omitted<k>``, unused elsewhere) before a present one, so IR
+  output names are never empty.
 - Symbolic dims (``dim_param``) are kept as ``str``; a dim with neither value nor name gets a
   fresh name ``<tensor>_d<axis>`` that no other dim in the model uses.
 - From IR version 4 on, a graph input that also has an initializer is an input with a default
@@ -48,6 +51,7 @@ class _Reader:
     max_bytes: int
     external: ExternalReader | None
     used_dims: set[str] = field(default_factory=set)
+    used_names: set[str] = field(default_factory=set)  # tensor names, for fresh ones
 
 
 def text(value: object, what: str, **place: Any) -> str:
@@ -70,7 +74,8 @@ def model_to_graph(model: onnx.ModelProto, *, max_bytes: int,
     """The IR graph of ``model``, not yet verified or shape-inferred."""
     _check_header(model)
     opset = _opsets(model.opset_import)
-    reader = _Reader(max_bytes, external, _dim_params(model.graph))
+    reader = _Reader(max_bytes, external, _dim_params(model.graph),
+                     {t for n in model.graph.node for t in (*n.input, *n.output)})
     g = model.graph
     if len(g.sparse_initializer):
         name = text(g.sparse_initializer[0].values.name, "tensor name")
@@ -228,11 +233,26 @@ def _node(proto: onnx.NodeProto, name: str, opset: dict[str, int], functions: se
         raise ModelError(f"uses domain '{raw_domain or 'ai.onnx'}', which the model does not "
                          "import in opset_import", **place)
     inputs = tuple(text(i, "input name", **place) for i in proto.input)
-    outputs = tuple(text(o, "output name", **place) for o in proto.output)
+    outputs = _outputs([text(o, "output name", **place) for o in proto.output], name, reader)
     attrs = dict(_attr(a, place, reader) for a in proto.attribute)
     if len(attrs) != len(proto.attribute):
         raise ModelError("an attribute appears twice", **place)
     return Node(op, inputs, outputs, Attrs(attrs), name=name, domain=domain)
+
+
+def _outputs(names: list[str], node: str, reader: _Reader) -> tuple[str, ...]:
+    """Trailing omitted outputs dropped, inner ones given fresh names."""
+    while names and not names[-1]:
+        names.pop()
+    for k, out in enumerate(names):
+        if not out:
+            fresh, n = f"{node}.omitted{k}", 1
+            while fresh in reader.used_names:
+                n += 1
+                fresh = f"{node}.omitted{k}_{n}"
+            reader.used_names.add(fresh)
+            names[k] = fresh
+    return tuple(names)
 
 
 def _attr(a: onnx.AttributeProto, place: dict[str, str], reader: _Reader

@@ -52,6 +52,15 @@ EXCLUDED: dict[str, str] = {
         "differ by one bfloat16 ulp (2e-3 at 0.5), over rtol 1e-3")
        for case in ("4d_causal", "4d_padded_kv", "4d_causal_padded_kv",
                     "4d_attn_mask_causal", "3d_causal")},
+    **{f"test_attention_{case}_bf16": (
+        "bfloat16: we compute in float32 and round once per step, onnx's reference computes "
+        "every elementwise step and sum in bfloat16; one bfloat16 ulp (2e-3 at 0.5) apart, "
+        "over rtol 1e-3")
+       for case in ("4d_causal", "4d_padded_kv", "4d_causal_padded_kv",
+                    "4d_attn_mask_causal", "3d_causal")},
+    "test_attention_4d_causal_fp16": (
+        "float16: 2 of 192 values one float16 ulp (4.9e-4 at 0.47) from onnx's reference, "
+        "which rounds every softmax step in float16; just over rtol 1e-3"),
 }
 BINS = ("passed", "failed", "excluded", "unsupported")
 

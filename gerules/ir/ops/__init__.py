@@ -11,6 +11,7 @@ from ..registry import OpSchema
 def all_schemas() -> list[OpSchema]:
     from . import (
         activation,
+        attention,
         constant,
         conv,
         elementwise,
@@ -18,6 +19,7 @@ def all_schemas() -> list[OpSchema]:
         fused,
         gather,
         linalg,
+        loss,
         movement,
         norm,
         pool,
@@ -29,6 +31,6 @@ def all_schemas() -> list[OpSchema]:
 
     schemas: list[OpSchema] = []
     for module in (elementwise, activation, softmax, conv, pool, norm, linalg, reduce, shape,
-                   constant, movement, gather, resize, fused, expr):
+                   constant, movement, gather, resize, fused, expr, attention, loss):
         schemas.extend(module.SCHEMAS)
     return schemas
