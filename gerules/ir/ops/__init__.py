@@ -23,6 +23,7 @@ def all_schemas() -> list[OpSchema]:
         movement,
         norm,
         pool,
+        quant,
         reduce,
         resize,
         shape,
@@ -31,6 +32,6 @@ def all_schemas() -> list[OpSchema]:
 
     schemas: list[OpSchema] = []
     for module in (elementwise, activation, softmax, conv, pool, norm, linalg, reduce, shape,
-                   constant, movement, gather, resize, fused, expr, attention, loss):
+                   constant, movement, gather, resize, fused, expr, attention, loss, quant):
         schemas.extend(module.SCHEMAS)
     return schemas

@@ -10,6 +10,10 @@ Invariants:
   float32 when ``stash_type=1`` (the default) and in the input type otherwise; ``Mean`` and
   ``InvStdDev`` have shape ``shape[:axis] + [1] * (rank - axis)``.
 - ``layer_norm`` is shared with ``ge.AddLayerNorm`` so fused and unfused graphs agree.
+- RMSNormalization (opset 23): ``X / sqrt(mean(X^2 over shape[axis:]) + eps) * scale``, in
+  float32 with ``stash_type=1``. LpNormalization divides by the Lp norm along ``axis``; LRN by
+  ``(bias + alpha / size * sum of squares over a window of channels) ^ beta``;
+  MeanVarianceNormalization gives ``(X - mean) / (sqrt(var) + 1e-9)`` over ``axes``.
 """
 
 from __future__ import annotations
@@ -175,6 +179,47 @@ def _group_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     return [y.astype(x.dtype, copy=False)]
 
 
+def _rms_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    x, scale = need(at(inputs, 0), "RMSNormalization"), need(at(inputs, 1), "RMSNorm")
+    dt = np.dtype(_stats_dtype(x.dtype.name, iattr(call, "stash_type", 1)))
+    xs = x.astype(dt)
+    axes = tuple(range(norm_axis(iattr(call, "axis", -1), x.ndim), x.ndim))
+    rms = np.sqrt(np.mean(xs * xs, axis=axes, keepdims=True) + dt.type(fattr(call, "epsilon",
+                                                                                1e-5)))
+    return [(xs / rms * scale.astype(dt)).astype(x.dtype)]
+
+
+def _lp_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    x = need(at(inputs, 0), "LpNormalization")
+    p, axis = iattr(call, "p", 2), iattr(call, "axis", -1)
+    if p not in (1, 2):
+        raise ShapeError(f"LpNormalization: p must be 1 or 2, got {p}")
+    xw = widen(x)
+    norm = np.sum(np.abs(xw) ** p, axis=axis, keepdims=True) ** (1 / p)
+    with np.errstate(all="ignore"):
+        return [np.where(norm == 0, 0, xw / norm).astype(x.dtype)]
+
+
+def _lrn_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    x = need(at(inputs, 0), "LRN")
+    size = iattr(call, "size")
+    alpha, beta, bias = fattr(call, "alpha", 1e-4), fattr(call, "beta", 0.75), fattr(call,
+                                                                                      "bias", 1)
+    xw = widen(x)
+    sq = np.pad(xw * xw, [(0, 0), ((size - 1) // 2, size // 2)] + [(0, 0)] * (x.ndim - 2))
+    total = sum(sq[:, i: i + x.shape[1]] for i in range(size))
+    return [(xw / (bias + alpha / size * total) ** beta).astype(x.dtype)]
+
+
+def _mvn_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    x = need(at(inputs, 0), "MeanVarianceNormalization")
+    axes = tuple(int(a) for a in call.attrs.get("axes", (0, 2, 3)))  # type: ignore[union-attr]
+    xw = widen(x)
+    mean = xw.mean(axis=axes, keepdims=True)
+    std = np.sqrt(np.mean(xw * xw, axis=axes, keepdims=True) - mean * mean)
+    return [((xw - mean) / (std + 1e-9)).astype(x.dtype)]
+
+
 def _first(types: Types, _c: object, call: Call) -> list[TensorType]:
     x = need(at(types, 0), "normalization")
     if x.dtype not in OP_FLOATS:
@@ -219,4 +264,18 @@ SCHEMAS = [
                   attr("stash_type", "int", 1)], traits={INPLACE},
            flops=_flops(8),
            doc="normalise channel groups, then per-channel scale and bias"),
+    schema("RMSNormalization", 23, "X scale", "Y", _first, _rms_kernel, widen_low=False,
+           attrs=[attr("axis", "int", -1), attr("epsilon", "float", 1e-5),
+                  attr("stash_type", "int", 1)], traits={INPLACE}, flops=_flops(4),
+           doc="divide by the root mean square over shape[axis:], then scale"),
+    schema("LpNormalization", 1, "input", "output", _first, _lp_kernel, traits={INPLACE},
+           attrs=[attr("axis", "int", -1), attr("p", "int", 2)], flops=_flops(3),
+           doc="divide by the L1 or L2 norm along axis"),
+    schema("LRN", 1, "X", "Y", _first, _lrn_kernel, flops=_flops(6),
+           attrs=[attr("alpha", "float", 1e-4), attr("beta", "float", 0.75),
+                  attr("bias", "float", 1.0), attr("size", "int", required=True)],
+           doc="local response normalisation across channels"),
+    schema("MeanVarianceNormalization", 9, "X", "Y", _first, _mvn_kernel, traits={INPLACE},
+           attrs=[attr("axes", "ints", (0, 2, 3))], flops=_flops(6),
+           doc="(X - mean) / (std + 1e-9) over axes"),
 ]
