@@ -26,12 +26,13 @@ def all_schemas() -> list[OpSchema]:
         quant,
         reduce,
         resize,
+        select,
         shape,
         softmax,
     )
 
     schemas: list[OpSchema] = []
     for module in (elementwise, activation, softmax, conv, pool, norm, linalg, reduce, shape,
-                   constant, movement, gather, resize, fused, expr, attention, loss, quant):
+                   constant, movement, gather, resize, fused, expr, attention, loss, quant, select):
         schemas.extend(module.SCHEMAS)
     return schemas
