@@ -37,7 +37,8 @@ GE_OPS = ["FusedConv", "FusedMatMul", "Attention", "AddLayerNorm", "Elementwise"
 CUBE = {"Conv", "ConvTranspose", "MatMul", "Gemm", "Einsum", "MatMulInteger", "FusedConv",
         "FusedMatMul", "Attention"}
 SCALAR = {"Shape", "Size", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Range",
-          "ConstantOfShape", "Constant", "Identity", "Dropout"}
+          "ConstantOfShape", "Constant", "Identity", "Dropout", "EyeLike", "HannWindow",
+          "HammingWindow", "BlackmanWindow"}
 
 
 def f32(*dims: int) -> TensorType:
