@@ -62,14 +62,19 @@ def conv_block(b: Builder) -> bool:
     return True
 
 
+def _dense(b: Builder, x: Tensor, n: int) -> Tensor:
+    """MatMul of ``x`` by a constant ``[k, n]`` weight, then a bias Add."""
+    k = int(x.shape[-1])
+    y = b.add("MatMul", [x.name, b.weights((k, n), -1 / math.sqrt(k), 1 / math.sqrt(k))])[0]
+    return b.add("Add", [y.name, b.weights((n,), -0.1, 0.1)])[0]
+
+
 def linear(b: Builder) -> bool:
     """MatMul by a constant weight, then a bias Add and maybe an activation."""
     x = b.pick(lambda t: t.rank >= 2 and t.static(-1))
     if x is None:
         return False
-    k, n = int(x.shape[-1]), b.integer(1, 6)
-    y = b.add("MatMul", [x.name, b.weights((k, n), -1 / math.sqrt(k), 1 / math.sqrt(k))])[0]
-    y = b.add("Add", [y.name, b.weights((n,), -0.1, 0.1)])[0]
+    y = _dense(b, x, b.integer(1, 6))
     if coin(b.chooser):
         _activation(b, y.name)
     return True
@@ -139,9 +144,7 @@ def linear_gelu(b: Builder) -> bool:
     x = b.pick(lambda t: t.rank >= 2 and t.static(-1))
     if x is None:
         return False
-    k, n = int(x.shape[-1]), b.integer(2, 6)
-    y = b.add("MatMul", [x.name, b.weights((k, n), -1 / math.sqrt(k), 1 / math.sqrt(k))])[0]
-    y = b.add("Add", [y.name, b.weights((n,), -0.1, 0.1)])[0]
+    y = _dense(b, x, b.integer(2, 6))
     erf = b.add("Erf", [b.add("Div", [y.name, _scalar(b, math.sqrt(2))])[0].name])[0]
     half = b.add("Mul", [y.name, _scalar(b, 0.5)])[0]
     b.add("Mul", [half.name, b.add("Add", [erf.name, _scalar(b, 1.0)])[0].name])
