@@ -1,6 +1,7 @@
 """Plans that pass the plan verifier never let two live tensors share bytes (views and in-place
-aliases included), checked end to end by running in an arena poisoned between steps
-(``gerules.runtime.poison``); and the two plan bugs the plain runtime hides (an overwrite that
+aliases included), checked by running in an arena poisoned between steps
+(``gerules.runtime.poison``; compiled motif graphs run poisoned in
+``tests/verify/test_motif_properties.py``); and the two plan bugs the plain runtime hides (an overwrite that
 is not a declared alias, a tensor freed one step early) give wrong numbers there."""
 
 from __future__ import annotations
@@ -21,12 +22,11 @@ from gerules.ir.infer import infer_graph
 from gerules.memory import MemoryPlan, plan_memory, verify_plan
 from gerules.memory.liveness import Liveness
 from gerules.memory.verify import PlanError
-from gerules.opt.optimize import OptimizeOptions, optimize
 from gerules.runtime.arena import Arena, Program, run_sequential
 from gerules.runtime.executor import run_graph
 from gerules.runtime.model import Model
 from gerules.runtime.poison import run_poisoned
-from gerules.testing import motif_graphs, random_feeds
+from gerules.testing import random_feeds
 
 CHECKED = settings(max_examples=max(8, settings().max_examples // 3),
                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -59,20 +59,6 @@ def test_verified_plans_survive_a_poisoned_arena(graph: Graph) -> None:
         verify_plan(graph, plan, registry())
         feeds = random_feeds(graph, 0)
         assert _same(_poisoned(graph, plan, feeds), run_graph(graph, feeds, registry()))
-
-
-@CHECKED
-@given(motif_graphs())
-def test_compiled_motif_graphs_run_poisoned(tmp_path_factory: pytest.TempPathFactory,
-                                            graph: Graph) -> None:
-    out, _ = optimize(graph, OptimizeOptions(opt_level="O2"))
-    path = build_om(out, Path(tmp_path_factory.mktemp("om")) / "m.om").path
-    feeds = random_feeds(graph, 2)
-    with Model.load(path) as model:
-        got = model.run(feeds, poison=True)
-    want = run_graph(graph, feeds)
-    for name, value in want.items():
-        np.testing.assert_allclose(got[name], value, rtol=1e-4, atol=1e-4, err_msg=name)
 
 
 def _matmul_chain() -> Graph:

@@ -5,8 +5,9 @@ bias + GELU, LayerNorm and attention subgraphs, Reshape/Transpose head chains):
 - the generator keeps generating fusible graphs: in most draws a fusion fires (a generator
   that stops firing is itself a failure);
 - at O1, O2 and O3, for both targets, the optimized graph computes what the original does;
-- the optimized graph compiled to a ``.om`` and run in its planned arena gives the same
-  values as the reference executor on the optimized graph;
+- the optimized graph compiled to a ``.om`` and run in its planned arena (plain, and poisoned
+  between steps: ``Model.run(poison=True)``) gives the same values as the reference executor
+  on the optimized graph;
 - under ``force_fp16`` and ``allow_mix_precision`` the outputs stay within the float16
   contract (1e-2 relative to the output's magnitude).
 
@@ -77,9 +78,10 @@ def test_om_round_trip_runs_the_optimized_graph(tmp_path_factory: pytest.TempPat
     feeds = random_feeds(out, 3)
     want = run_graph(out, feeds)
     with Model.load(path) as model:
-        got = model.run(feeds)
-    for name, value in want.items():
-        np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+        runs = [model.run(feeds), model.run(feeds, poison=True)]  # plain, poisoned arena
+    for got in runs:
+        for name, value in want.items():
+            np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
 
 
 @PROPERTY
