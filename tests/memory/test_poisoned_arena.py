@@ -1,8 +1,9 @@
 """Plans that pass the plan verifier never let two live tensors share bytes (views and in-place
 aliases included), checked by running in an arena poisoned between steps
 (``gerules.runtime.poison``; compiled motif graphs run poisoned in
-``tests/verify/test_motif_properties.py``); and the two plan bugs the plain runtime hides (an overwrite that
-is not a declared alias, a tensor freed one step early) give wrong numbers there."""
+``tests/verify/test_motif_properties.py``); and the two plan bugs the plain runtime hides (an
+overwrite that is not a declared alias, a tensor freed one step early) give wrong numbers
+there."""
 
 from __future__ import annotations
 
