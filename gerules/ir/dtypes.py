@@ -94,8 +94,11 @@ def to_onnx(dtype: DType) -> int:
 def to_numpy(dtype: DType) -> np.dtype:
     """The NumPy dtype of an IR dtype name (importing ml_dtypes for the low-precision ones)."""
     if dtype in LOW_PRECISION:
-        import ml_dtypes
-
+        try:
+            import ml_dtypes
+        except ImportError:  # pragma: no cover - onnx requires it, so it is normally there
+            raise ModelError(f"element type {dtype} needs ml_dtypes (pip install "
+                             "'gerules[lowprecision]')") from None
         return np.dtype(getattr(ml_dtypes, dtype))
     if dtype not in ONNX_CODES:
         raise ModelError(f"element type {dtype} is not supported")
