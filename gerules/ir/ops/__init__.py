@@ -24,6 +24,7 @@ def all_schemas() -> list[OpSchema]:
         norm,
         pool,
         quant,
+        recurrent,
         reduce,
         resize,
         select,
@@ -33,6 +34,7 @@ def all_schemas() -> list[OpSchema]:
 
     schemas: list[OpSchema] = []
     for module in (elementwise, activation, softmax, conv, pool, norm, linalg, reduce, shape,
-                   constant, movement, gather, resize, fused, expr, attention, loss, quant, select):
+                   constant, movement, gather, resize, fused, expr, attention, loss, quant, select,
+                   recurrent):
         schemas.extend(module.SCHEMAS)
     return schemas
