@@ -29,12 +29,13 @@ def all_schemas() -> list[OpSchema]:
         resize,
         select,
         shape,
+        vision,
         softmax,
     )
 
     schemas: list[OpSchema] = []
     for module in (elementwise, activation, softmax, conv, pool, norm, linalg, reduce, shape,
                    constant, movement, gather, resize, fused, expr, attention, loss, quant, select,
-                   recurrent):
+                   recurrent, vision):
         schemas.extend(module.SCHEMAS)
     return schemas
