@@ -29,6 +29,7 @@ def all_schemas() -> list[OpSchema]:
         resize,
         select,
         shape,
+        signal,
         vision,
         softmax,
     )
@@ -36,6 +37,6 @@ def all_schemas() -> list[OpSchema]:
     schemas: list[OpSchema] = []
     for module in (elementwise, activation, softmax, conv, pool, norm, linalg, reduce, shape,
                    constant, movement, gather, resize, fused, expr, attention, loss, quant, select,
-                   recurrent, vision):
+                   recurrent, vision, signal):
         schemas.extend(module.SCHEMAS)
     return schemas
