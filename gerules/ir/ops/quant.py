@@ -12,6 +12,10 @@ Invariants:
   ``output_dtype``).
 - DynamicQuantizeLinear: uint8 with scale ``(max(x, 0) - min(x, 0)) / 255`` and zero point
   ``clip(round(-min / scale), 0, 255)``.
+- QLinearMatMul / QLinearConv: the integer product of the zero-point-shifted operands, scaled
+  by ``a_scale * b_scale / y_scale`` (per output channel for a 1-D ``w_scale``), rounded half
+  to even, shifted by ``y_zero_point`` and clipped to its type. ConvInteger gives the int32
+  convolution of the shifted operands.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from ..graph import TensorType
 from ..registry import Call
 from ._cast import FLOAT8, cast
 from ._common import Arrays, Types, at, attr, iattr, need, norm_axis, schema
+from .conv import CONV_ATTRS, conv, conv_infer
+from .linalg import matmul_shape
 
 INT_RANGES = {"uint8": (0, 255), "int8": (-128, 127), "uint16": (0, 65535),
               "int16": (-32768, 32767), "uint4": (0, 15), "int4": (-8, 7), "uint2": (0, 3),
@@ -126,6 +132,76 @@ def _dyn_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     return [y, np.asarray(scale, np.float32), np.asarray(zero, np.uint8)][: call.num_outputs]
 
 
+def _shifted(x: np.ndarray, zero: np.ndarray | None, axis: int = 0) -> np.ndarray:
+    """``x - zero`` in float64 (exact for 8- and 16-bit values); a 1-D zero point runs along
+    ``axis``."""
+    out = x.astype(np.float64)
+    if zero is None:
+        return out
+    z = zero.astype(np.float64)
+    if z.ndim == 1 and z.size > 1:
+        z = z.reshape([-1 if i == axis else 1 for i in range(x.ndim)])
+    return out - z
+
+
+def _requantize(acc: np.ndarray, factor: np.ndarray, zero: np.ndarray | None,
+                like: np.dtype) -> np.ndarray:
+    dtype = zero.dtype if zero is not None else like
+    q = np.rint(acc * factor) + (0 if zero is None else zero.astype(np.float64))
+    info = np.iinfo(dtype)
+    return np.clip(q, info.min, info.max).astype(dtype)
+
+
+def _qmm_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
+    a, b = need(at(types, 0), "QLinearMatMul"), need(at(types, 3), "QLinearMatMul", "b")
+    zero = at(types, 7)
+    return [TensorType(zero.dtype if zero else a.dtype, matmul_shape(a.shape, b.shape))]
+
+
+def _qmm_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    a, sa, za, b, sb, zb, sy, zy = (at(inputs, i) for i in range(8))
+    a, b = need(a, "QLinearMatMul"), need(b, "QLinearMatMul", "b")
+    acc = np.matmul(_shifted(a, za), _shifted(b, zb))
+    factor = (need(sa, "QLinearMatMul").astype(np.float64)
+              * need(sb, "QLinearMatMul").astype(np.float64)
+              / need(sy, "QLinearMatMul").astype(np.float64))
+    return [_requantize(acc, factor, zy, a.dtype)]
+
+
+def _qconv_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
+    x, w = need(at(types, 0), "QLinearConv"), need(at(types, 3), "QLinearConv", "w")
+    out = conv_infer(TensorType("float32", x.shape), TensorType("float32", w.shape),
+                     call.attrs, "QLinearConv")
+    zero = at(types, 7)
+    return [TensorType(zero.dtype if zero else x.dtype, out.shape)]
+
+
+def _qconv_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    x, sx, zx, w, sw, zw, sy, zy, bias = (at(inputs, i) for i in range(9))
+    x, w = need(x, "QLinearConv"), need(w, "QLinearConv", "w")
+    acc = conv(_shifted(x, zx), _shifted(w, zw), None, call.attrs)
+    if bias is not None:
+        acc = acc + bias.astype(np.float64).reshape((1, -1) + (1,) * (acc.ndim - 2))
+    ws = need(sw, "QLinearConv").astype(np.float64)
+    if ws.ndim == 1 and ws.size > 1:
+        ws = ws.reshape((1, -1) + (1,) * (acc.ndim - 2))
+    factor = need(sx, "QLinearConv").astype(np.float64) * ws / need(sy, "QLinearConv")
+    return [_requantize(acc, factor, zy, x.dtype)]
+
+
+def _convint_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
+    x, w = need(at(types, 0), "ConvInteger"), need(at(types, 1), "ConvInteger", "w")
+    out = conv_infer(TensorType("float32", x.shape), TensorType("float32", w.shape),
+                     call.attrs, "ConvInteger")
+    return [TensorType("int32", out.shape)]
+
+
+def _convint_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    x, w = need(at(inputs, 0), "ConvInteger"), need(at(inputs, 1), "ConvInteger", "w")
+    acc = conv(_shifted(x, at(inputs, 2)), _shifted(w, at(inputs, 3)), None, call.attrs)
+    return [np.rint(acc).astype(np.int32)]
+
+
 Q_ATTRS = [attr("axis", "int", 1), attr("saturate", "int", 1), attr("block_size", "int", 0),
            attr("output_dtype", "int", 0)]
 DQ_ATTRS = [attr("axis", "int", 1), attr("block_size", "int", 0),
@@ -147,6 +223,16 @@ def _versions() -> list:
 
 SCHEMAS = [
     *_versions(),
+    *(schema("QLinearMatMul", since, "a a_scale a_zero_point? b b_scale b_zero_point? "
+             "y_scale y_zero_point?", "y", _qmm_infer, _qmm_kernel, unit="cube",
+             widen_low=False, doc="quantized matmul: requantized (a - za) @ (b - zb)")
+      for since in (10, 21)),
+    schema("QLinearConv", 10, "x x_scale x_zero_point? w w_scale w_zero_point? y_scale "
+           "y_zero_point? B?", "y", _qconv_infer, _qconv_kernel, attrs=CONV_ATTRS,
+           unit="cube", widen_low=False, doc="quantized convolution, requantized"),
+    schema("ConvInteger", 10, "x w x_zero_point? w_zero_point?", "y", _convint_infer,
+           _convint_kernel, attrs=CONV_ATTRS, unit="cube", widen_low=False,
+           doc="int32 convolution of zero-point-shifted integers"),
     schema("DynamicQuantizeLinear", 11, "x", "y y_scale y_zero_point", _dyn_infer,
            _dyn_kernel, doc="uint8 quantization with scale and zero point from x's range"),
 ]
