@@ -21,6 +21,7 @@ def all_schemas() -> list[OpSchema]:
         linalg,
         loss,
         movement,
+        ngram,
         norm,
         pool,
         quant,
@@ -30,13 +31,13 @@ def all_schemas() -> list[OpSchema]:
         select,
         shape,
         signal,
-        vision,
         softmax,
+        vision,
     )
 
     schemas: list[OpSchema] = []
     for module in (elementwise, activation, softmax, conv, pool, norm, linalg, reduce, shape,
                    constant, movement, gather, resize, fused, expr, attention, loss, quant, select,
-                   recurrent, vision, signal):
+                   recurrent, vision, signal, ngram):
         schemas.extend(module.SCHEMAS)
     return schemas
