@@ -3,9 +3,13 @@
 Invariants:
 - Nothing from the proto is trusted: names must be valid UTF-8 (protobuf hands back ``bytes``
   for invalid ones), types must be tensor types of a supported element type, dims must be
-  ``>= 0`` and their product fit int64, attributes must be of a kind the IR holds (a graph
-  attribute means control flow, which is refused naming the node).
+  ``>= 0`` and their product fit int64, attributes must be of a kind the IR holds.
+- A graph attribute (the body of If, Loop, Scan) becomes a ``Graph`` converted the same way
+  (nested at most ``MAX_NESTING`` deep); the values of the enclosing graph it reads
+  (``ir.graph.captures``) are appended to its node's inputs. Lists of graphs are refused.
 - Domains: ``""`` and ``"ai.onnx"`` are the same domain (stored as ``""``); ``"ge"`` is ours;
+  ``ai.onnx.preview`` (FlexAttention) and ``ai.onnx.preview.training`` (the optimizers) keep
+  their names;
   every other domain is refused where a node uses it. A node's domain must be imported.
 - Names are kept. An unnamed node gets ``<op>_<index>`` (made unique); two nodes with the
   same name are an error (the ONNX IR makes node names unique within a graph).
@@ -32,15 +36,17 @@ import onnx
 from ..errors import GeError, ModelError
 from ..ir import dtypes
 from ..ir.attrs import Attrs
-from ..ir.graph import Dim, Graph, Node, Value
+from ..ir.graph import UNTYPED, Dim, Graph, Node, Value, captures
 from ..ir.registry import MAX_OPSET
 from .tensors import ExternalReader, check_dims, tensor_to_array
 
 log = logging.getLogger(__name__)
 
 ONNX_DOMAIN = ""
-DOMAIN_ALIASES = {"": "", "ai.onnx": "", "ge": "ge"}
+DOMAIN_ALIASES = {"": "", "ai.onnx": "", "ge": "ge", "ai.onnx.preview": "ai.onnx.preview",
+                  "ai.onnx.preview.training": "ai.onnx.preview.training"}
 MAX_IR_VERSION = 14  # onnx 1.23
+MAX_NESTING = 16  # subgraphs inside subgraphs
 _A = onnx.AttributeProto
 
 
@@ -52,6 +58,9 @@ class _Reader:
     external: ExternalReader | None
     used_dims: set[str] = field(default_factory=set)
     used_names: set[str] = field(default_factory=set)  # tensor names, for fresh ones
+    opset: dict[str, int] = field(default_factory=dict)
+    functions: set[str] = field(default_factory=set)
+    depth: int = 0
 
 
 def text(value: object, what: str, **place: Any) -> str:
@@ -65,7 +74,8 @@ def text(value: object, what: str, **place: Any) -> str:
 def domain_of(raw: object, **place: Any) -> str:
     name = text(raw, "domain", **place)
     if name not in DOMAIN_ALIASES:
-        raise ModelError(f"unsupported domain '{name}' (supported: ai.onnx, ge)", **place)
+        known = ", ".join(sorted({d or "ai.onnx" for d in DOMAIN_ALIASES.values()}))
+        raise ModelError(f"unsupported domain '{name}' (supported: {known})", **place)
     return DOMAIN_ALIASES[name]
 
 
@@ -76,6 +86,7 @@ def model_to_graph(model: onnx.ModelProto, *, max_bytes: int,
     opset = _opsets(model.opset_import)
     reader = _Reader(max_bytes, external, _dim_params(model.graph),
                      {t for n in model.graph.node for t in (*n.input, *n.output)})
+    reader.opset = opset
     g = model.graph
     if len(g.sparse_initializer):
         name = text(g.sparse_initializer[0].values.name, "tensor name")
@@ -84,8 +95,8 @@ def model_to_graph(model: onnx.ModelProto, *, max_bytes: int,
     inputs = [_value(vi, reader) for vi in g.input]
     if model.ir_version < 4:
         inputs = [v for v in inputs if v.name not in initializers]
-    functions = {text(f.name, "function name") for f in model.functions}
-    nodes = _nodes(g.node, opset, functions, reader)
+    reader.functions = {text(f.name, "function name") for f in model.functions}
+    nodes = _nodes(g.node, opset, reader.functions, reader)
     return Graph(
         nodes=tuple(nodes),
         inputs=tuple(inputs),
@@ -129,7 +140,7 @@ def _opsets(imports: Iterable[onnx.OperatorSetIdProto]) -> dict[str, int]:
             raise ModelError(f"the model imports opset {entry.version} of domain "
                              f"'{name or 'ai.onnx'}'; gerules supports 1 to {limit}")
         opset[domain] = int(entry.version)
-    if ONNX_DOMAIN not in opset and "ge" not in opset:
+    if not opset:
         raise ModelError("the model imports no ai.onnx opset (truncated file?)")
     return opset
 
@@ -162,6 +173,8 @@ def _value(vi: onnx.ValueInfoProto, reader: _Reader) -> Value:
     if not name:
         raise ModelError("a graph input, output or value_info entry has no name")
     if not vi.HasField("type"):
+        if reader.depth:  # a subgraph's signature may leave types to inference
+            return Value.of(name, UNTYPED, None)
         raise ModelError("has no type", tensor=name)
     kind = vi.type.WhichOneof("value")
     if kind != "tensor_type":
@@ -237,7 +250,9 @@ def _node(proto: onnx.NodeProto, name: str, opset: dict[str, int], functions: se
     attrs = dict(_attr(a, place, reader) for a in proto.attribute)
     if len(attrs) != len(proto.attribute):
         raise ModelError("an attribute appears twice", **place)
-    return Node(op, inputs, outputs, Attrs(attrs), name=name, domain=domain)
+    node = Node(op, inputs, outputs, Attrs(attrs), name=name, domain=domain)
+    extra = captures(node.attrs)
+    return node.with_(inputs=inputs + extra) if extra else node
 
 
 def _outputs(names: list[str], node: str, reader: _Reader) -> tuple[str, ...]:
@@ -274,11 +289,30 @@ def _attr_value(a: onnx.AttributeProto, name: str, reader: _Reader) -> object:
     convert = _ATTR_READERS.get(a.type)
     if convert is not None:
         return convert(a)
-    if a.type in (_A.GRAPH, _A.GRAPHS):
-        raise ModelError(f"attribute '{name}' holds a subgraph: control flow (If, Loop, Scan) "
-                         "is not supported")
+    if a.type == _A.GRAPH:
+        return _subgraph(a.g, reader)
+    if a.type == _A.GRAPHS:
+        raise ModelError(f"attribute '{name}' holds a list of subgraphs (not supported)")
     kind = _A.AttributeType.Name(a.type) if a.type in _A.AttributeType.values() else a.type
     raise ModelError(f"attribute '{name}' has unsupported type {kind}")
+
+
+def _subgraph(g: onnx.GraphProto, reader: _Reader) -> Graph:
+    """A subgraph (the body of If, Loop, Scan) as a ``Graph`` with the model's opsets."""
+    if reader.depth >= MAX_NESTING:
+        raise ModelError(f"subgraphs nest more than {MAX_NESTING} deep")
+    reader.depth += 1
+    try:
+        inits = _initializers(g.initializer, reader)
+        return Graph(
+            nodes=tuple(_nodes(g.node, reader.opset, reader.functions, reader)),
+            inputs=tuple(_value(vi, reader) for vi in g.input),
+            outputs=tuple(_value(vi, reader) for vi in g.output),
+            initializers=inits,
+            value_info={v.name: v for v in (_value(vi, reader) for vi in g.value_info)},
+            name=text(g.name, "graph name") or "body", opset=reader.opset)
+    finally:
+        reader.depth -= 1
 
 
 def _strings(values: Iterable[bytes]) -> tuple[str, ...]:

@@ -49,6 +49,9 @@ DISPUTED: dict[str, str] = {
     "test_attention_4d_with_past_and_present_qk_matmul_bias_4d_mask_causal": _QK_BIAS,
     "test_resize_downsample_scales_cubic_align_corners": _ALIGN,
     "test_resize_downsample_scales_linear_align_corners": _ALIGN,
+    "test_maxunpool_export_with_output_shape": (
+        "onnxruntime places MaxUnpool's indices in the given output_shape's layout; the ONNX "
+        "reference and the node suite read them in the natural unpooled shape, as we do"),
 }
 PARAM_PORTS = frozenset({"scales", "roi", "sizes", "ratio", "start", "limit", "delta",
                          "depth", "y_scale", "x_scale", "cos_cache", "sin_cache"})

@@ -13,6 +13,7 @@ def all_schemas() -> list[OpSchema]:
         activation,
         attention,
         constant,
+        control,
         conv,
         elementwise,
         expr,
@@ -32,12 +33,13 @@ def all_schemas() -> list[OpSchema]:
         shape,
         signal,
         softmax,
+        training,
         vision,
     )
 
     schemas: list[OpSchema] = []
     for module in (elementwise, activation, softmax, conv, pool, norm, linalg, reduce, shape,
                    constant, movement, gather, resize, fused, expr, attention, loss, quant, select,
-                   recurrent, vision, signal, ngram):
+                   recurrent, vision, signal, ngram, control, training):
         schemas.extend(module.SCHEMAS)
     return schemas

@@ -26,7 +26,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...errors import ShapeError
-from ..graph import Dim, TensorType
+from .. import dtypes
+from ..graph import Dim, Graph, TensorType, captures
 from ..registry import Call
 from ._common import (
     Arrays,
@@ -229,6 +230,48 @@ def _rope_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     return [np.ascontiguousarray(y)]
 
 
+# ----------------------------------------------------------------------------- FlexAttention
+
+
+def _flex_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
+    q, v = need(at(types, 0), "FlexAttention"), need(at(types, 2), "FlexAttention", "V")
+    if q.shape is None or v.shape is None:
+        return [TensorType(v.dtype, None)]
+    return [TensorType(v.dtype, (*q.shape[:3], v.shape[3]))]
+
+
+def _flex_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    """softmax(score_mod(Q K^T * scale)) -> prob_mod -> @ V, in float32 (float64 kept)."""
+    from .control import run_body
+
+    q, k, v = (need(at(inputs, i), "FlexAttention") for i in range(3))
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        raise ShapeError("FlexAttention needs rank-4 Q, K and V")
+    precision = iattr(call, "softmax_precision")
+    work = (dtypes.to_numpy(dtypes.from_onnx(precision)) if precision
+            else np.dtype(np.float64 if q.dtype == np.float64 else np.float32))
+    if q.shape[1] != k.shape[1]:
+        if q.shape[1] % k.shape[1]:
+            raise ShapeError("FlexAttention: query heads must be a multiple of key heads")
+        k, v = (np.repeat(t, q.shape[1] // k.shape[1], axis=1) for t in (k, v))
+    scale = call.attrs.get("scale")
+    s = 1 / np.sqrt(q.shape[3]) if scale is None else float(scale)  # type: ignore[arg-type]
+    root = np.asarray(np.sqrt(np.float32(s))).astype(q.dtype)
+    scores = np.matmul(q * root, np.swapaxes(k * root, -1, -2)).astype(work)
+    names, captured = captures(call.attrs), list(inputs[3:])
+    for attr_name in ("score_mod",):
+        mod = call.attrs.get(attr_name)
+        if isinstance(mod, Graph):
+            scores = run_body(mod, [scores], names, captured)[0].astype(work)
+    with np.errstate(all="ignore"):
+        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        probs = e / e.sum(axis=-1, keepdims=True)
+    mod = call.attrs.get("prob_mod")
+    if isinstance(mod, Graph):
+        probs = run_body(mod, [probs], names, captured)[0].astype(work)
+    return [np.matmul(probs, v.astype(work)).astype(v.dtype)]
+
+
 def _attention(since: int, ports: str, attrs: list) -> object:
     return schema("Attention", since, ports, "Y present_key? present_value? qk_matmul_output?",
                   _attn_infer, _attn_kernel, attrs=attrs, unit="cube", flops=_attn_flops,
@@ -240,6 +283,11 @@ SCHEMAS = [
     _attention(23, _PORTS23, ATTN_ATTRS),
     _attention(24, _PORTS23 + " nonpad_kv_seqlen?", ATTN_ATTRS),
     _attention(25, _PORTS23 + " nonpad_kv_seqlen?", ATTN_ATTRS + WINDOW_ATTRS),
+    schema("FlexAttention", 1, "Q K V captures?*", "Y", _flex_infer, _flex_kernel,
+           domain="ai.onnx.preview", unit="cube", widen_low=False,
+           attrs=[attr("prob_mod", "graph"), attr("scale", "float"),
+                  attr("score_mod", "graph"), attr("softmax_precision", "int")],
+           doc="attention whose scores and probabilities pass through subgraphs"),
     schema("RotaryEmbedding", 23, "X cos_cache sin_cache position_ids?", "Y", _rope_infer,
            _rope_kernel, attrs=[attr("interleaved", "int", 0), attr("num_heads", "int", 0),
                                 attr("rotary_embedding_dim", "int", 0)],
