@@ -11,7 +11,9 @@ Invariants:
   branches' where they agree, with unknown dims where they differ.
 - Loop runs ``body(iteration, cond, carried...) -> (cond, carried..., scan...)`` while
   ``iteration < M`` (when M is given) and ``cond`` (when given); outputs: the final carried
-  values, then each scan output stacked along a new first axis.
+  values, then each scan output stacked along a new first axis, whose inferred length is a
+  constant M (a compiled plan then assumes the loop runs M times: a loop that stops earlier
+  fails at run time naming the node, never gives a short result silently).
 - Scan at opset 8 is batched: every input has a batch axis 0 (scan inputs scan along axis
   1, ``directions`` reverses), each batch entry runs on its own; ``sequence_lens`` shorter
   than the inputs is refused.
@@ -30,7 +32,7 @@ import numpy as np
 from ...errors import ShapeError
 from ..graph import Dim, Graph, TensorType, Value, captures
 from ..registry import Call, default_registry
-from ._common import UNKNOWN, Arrays, Types, at, attr, lattr, need, norm_axis, schema
+from ._common import UNKNOWN, Arrays, Types, at, attr, ints, lattr, need, norm_axis, schema
 
 MAX_ITERATIONS = 1 << 20  # a Loop without M and with a cond that never turns false
 
@@ -117,7 +119,7 @@ def _body(call: Call, op: str) -> Graph:
     return body
 
 
-def _loop_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
+def _loop_infer(types: Types, consts: Arrays, call: Call) -> list[TensorType]:
     body = _body(call, "Loop")
     names, captured = _captured(call, types)
     carried = list(types[2:len(types) - len(names)])
@@ -128,7 +130,9 @@ def _loop_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
     finals = [TensorType(f.dtype, o.shape if o.shape == f.shape else
                          (None if f.shape is None else (UNKNOWN,) * len(f.shape)))
               for f, o in zip(finals, outs[1:1 + n], strict=True)]
-    scans = [TensorType(o.dtype, None if o.shape is None else (UNKNOWN, *o.shape))
+    limit = at(consts, 0)
+    trips: Dim = UNKNOWN if limit is None else ints(limit)[0]
+    scans = [TensorType(o.dtype, None if o.shape is None else (trips, *o.shape))
              for o in outs[1 + n:]]
     return (finals + scans)[: max(1, call.num_outputs)]
 
