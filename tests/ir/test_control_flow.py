@@ -86,3 +86,31 @@ def test_renamed_enclosing_values_still_bind_by_position(graph: Graph) -> None:
     _same(graph, run_graph(renamed, feeds), want)
     exported = to_model_proto(renamed)
     _same(graph, dict(zip(graph.output_names, _ort(exported, feeds), strict=True)), want)
+
+
+def test_loop_stops_when_its_body_says_so() -> None:
+    """``acc += 1`` while ``i < 2``, at most 10 trips: the body's condition ends it after 3."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    def info(name: str, dtype: int, dims: list[int]) -> onnx.ValueInfoProto:
+        return helper.make_tensor_value_info(name, dtype, dims)
+
+    body = helper.make_graph(
+        [helper.make_node("Less", ["i", "two"], ["cond_out"]),
+         helper.make_node("Add", ["acc_in", "one"], ["acc_out"])], "body",
+        [info("i", TensorProto.INT64, []), info("cond_in", TensorProto.BOOL, []),
+         info("acc_in", TensorProto.FLOAT, [2])],
+        [info("cond_out", TensorProto.BOOL, []), info("acc_out", TensorProto.FLOAT, [2])])
+    inits = [numpy_helper.from_array(np.array(10, np.int64), "trips"),
+             numpy_helper.from_array(np.array(True), "go"),
+             numpy_helper.from_array(np.array(2, np.int64), "two"),
+             numpy_helper.from_array(np.ones(2, np.float32), "one")]
+    graph = helper.make_graph([helper.make_node("Loop", ["trips", "go", "x"], ["y"], body=body)],
+                              "stop", [info("x", TensorProto.FLOAT, [2])],
+                              [info("y", TensorProto.FLOAT, [2])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    feeds = {"x": np.zeros(2, np.float32)}
+    (want,) = _ort(model, feeds)
+    np.testing.assert_array_equal(want, [3, 3])
+    np.testing.assert_array_equal(run_graph(load_model(model.SerializeToString()), feeds)["y"],
+                                  want)
