@@ -179,11 +179,13 @@ def compare(ours: np.ndarray, theirs: np.ndarray) -> str | None:
     return None
 
 
-def _run_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+def run_onnxruntime(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """``model`` run once by onnxruntime (CPU, one thread, graph optimizations off)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.intra_op_num_threads = 1
     options.log_severity_level = 4
     session = ort.InferenceSession(model.SerializeToString(), options,
                                    providers=["CPUExecutionProvider"])
@@ -198,10 +200,10 @@ def check(t: Template, seed: int) -> Verdict:
     model, inputs = draw(t, seed)
     feeds = {v.name: x for v, x in zip(model.graph.input, inputs, strict=True)}
     try:
-        theirs = _run_ort(model, feeds)
+        theirs = run_onnxruntime(model, feeds)
     except Exception as e:  # noqa: BLE001 - onnxruntime lacks the op, type or opset
         try:  # the oldest opset at which our registry gives the op the same meaning
-            theirs = _run_ort(_at_opset(model, default_registry().get(
+            theirs = run_onnxruntime(_at_opset(model, default_registry().get(
                 t.op, "", _opset(model)).since_version), feeds)
         except Exception:  # noqa: BLE001
             return Verdict(t.op, t.name, seed, "no oracle", " ".join(str(e).split())[:200])

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 
 from gerules.build import build_om
@@ -20,14 +19,12 @@ from gerules.opt.optimize import OptimizeOptions, optimize
 from gerules.runtime.executor import run_graph
 from gerules.runtime.model import Model
 from gerules.testing.models import control_flow
+from gerules.testing.oracle import run_onnxruntime
 
 CASE = control_flow()
 
 
-def _ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    session = ort.InferenceSession(model.SerializeToString(),
-                                   providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)
+_ort = run_onnxruntime
 
 
 def _same(graph: Graph, got: dict[str, np.ndarray], want: list[np.ndarray]) -> None:

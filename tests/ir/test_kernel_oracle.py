@@ -76,7 +76,7 @@ def _ort(nodes: list[onnx.NodeProto], feeds: dict[str, np.ndarray],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                               [onnx.numpy_helper.from_array(a, n) for n, a in inits.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
-    return oracle._run_ort(model, feeds)[0]
+    return oracle.run_onnxruntime(model, feeds)[0]
 
 
 ACTS = {"": [], "Relu": [("Relu", {})], "Sigmoid": [("Sigmoid", {})], "Tanh": [("Tanh", {})],
