@@ -16,9 +16,10 @@ Invariants:
   given order; nodes nothing needs any more are dropped. Unknown nodes or indices are a
   ``UsageError`` naming them.
 - ``input_format`` is validated and recorded; it never changes the graph (ONNX is NCHW).
-- ``CompileResult.report`` is plain JSON data: source, options, optimize, precision, the final
-  graph's op counts and estimate (``final``: after precision, Casts included), memory figures
-  per variant and the time of every phase (``phases_s``).
+- ``CompileResult.report`` is plain JSON data: source, its framework (``onnx``, ``pytorch``,
+  ``caffe``, ``tensorflow``), options, optimize, precision, the final graph's op counts and
+  estimate (``final``: after precision, Casts included), memory figures per variant and the
+  time of every phase (``phases_s``).
 """
 
 from __future__ import annotations
@@ -235,7 +236,7 @@ class _Phases:
 
 
 def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
-                  command_line: str = "", source: str = "",
+                  command_line: str = "", source: str = "", framework: str = "onnx",
                   registry: Registry | None = None,
                   progress: Progress | None = None) -> CompileResult:
     """Optimize ``graph`` and write ``output`` (a ``.om``); returns what was done."""
@@ -257,7 +258,7 @@ def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
     if final is not optimized and options.measure_error:
         with phase("measure precision error"):
             prec.errors = measure_error(optimized, final, dims=dims[0], registry=registry)
-    report = {"source": source, "options": options.to_json(),
+    report = {"source": source, "framework": framework, "options": options.to_json(),
               "optimize": opt_report.to_json(), "precision": prec.to_json(),
               "final": _final(final, opt_report if final is optimized else None,
                               options.soc_version, registry),

@@ -163,10 +163,13 @@ def om_info_text(info: dict[str, Any]) -> str:
 
 def precheck_text(result: dict[str, Any], path: Path) -> str:
     s = result["summary"]
-    lines = [f"pre-check {result['result']}: {s['supported']} of {s['nodes']} nodes supported "
-             f"({s['op_types']} op types); wrote {path}"]
+    unit = "layer" if result.get("framework") == "caffe" else "node"
+    lines = [f"pre-check {result['result']} ({result.get('framework', 'onnx')}): "
+             f"{s['supported']} of {s['nodes']} {unit}s supported ({s['op_types']} "
+             f"{unit} types); wrote {path}"]
     for n in result["nodes"]:
         if n["result"] != "supported":
-            lines.append(f"  {n['result']}: node '{n['name']}' ({n['op']}): {n.get('reason', '')}")
+            lines.append(f"  {n['result']}: {unit} '{n['name']}' ({n['op']}): "
+                         f"{n.get('reason', '')}")
     lines += [f"  error: {e['message']}" for e in result.get("errors", []) if not e.get("node")]
     return "\n".join(lines)
