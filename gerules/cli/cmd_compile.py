@@ -14,6 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from ..compiler import CompileOptions, compile_model
@@ -30,13 +31,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        description="Optimize a model for the NPU, plan its memory and write "
                        "NAME.om. atc's flag names are accepted (docs/CONVERTING.md).")
     p.add_argument("model", type=Path, nargs="?",
-                   help="model file (.onnx, .pt/.pt2, .prototxt)")
+                   help="model file (.onnx, .pt/.pt2, .prototxt, .pb or a SavedModel folder)")
     p.add_argument("--model", dest="model_flag", type=Path, metavar="MODEL",
                    help="model file (atc spelling)")
     p.add_argument("--output", metavar="NAME", help="write NAME.om")
     p.add_argument("--framework", metavar="F",
-                   help="0 = Caffe (.prototxt), 5 = ONNX, pytorch = TorchScript or "
-                   "torch.export archive (.pt/.pt2); default: by the model's extension")
+                   help="0 = Caffe (.prototxt), 3 = TensorFlow (frozen .pb or SavedModel "
+                   "folder), 5 = ONNX, pytorch = TorchScript or torch.export archive (.pt/.pt2);"
+                   " default: by the model's extension")
     p.add_argument("--weight", type=Path, metavar="FILE",
                    help="--framework=0: the .caffemodel with the net's weights")
     p.add_argument("--mode", default="0", metavar="M",
@@ -130,6 +132,8 @@ def _compile(args: argparse.Namespace, source: Path, framework: str) -> int:
     with Progress() as progress:
         progress(f"load {framework} model")
         graph = _load(source, framework, opts, args)
+        if framework == "tensorflow":
+            opts = _tensorflow_options(opts, graph)
         try:
             result = compile_model(graph, opts, output, command_line=args.command_line,
                                    source=str(source), framework=framework,
@@ -157,7 +161,20 @@ def _load(source: Path, framework: str, opts: CompileOptions, args: argparse.Nam
         from ..frontends.caffe import convert
 
         return convert(source, args.weight, opts.input_shape)
+    if framework == "tensorflow":
+        from ..frontends.tensorflow import convert as convert_tf
+
+        return convert_tf(source, opts.input_shape, options.out_nodes(args.out_nodes))
     return load_model(source, max_bytes=DEFAULT_MAX_TENSOR_BYTES)
+
+
+def _tensorflow_options(opts: CompileOptions, graph: Graph) -> CompileOptions:
+    """atc's TF defaults: shapes by the graph's names, NHWC; out_nodes done by tf2onnx."""
+    from ..frontends.tensorflow import graph_shapes
+
+    fmt = opts.input_format or ("NHWC" if any(v.type.rank == 4 for v in graph.inputs) else "")
+    return dataclasses.replace(opts, input_shape=graph_shapes(opts.input_shape), out_nodes=(),
+                               input_format=fmt)
 
 
 def _write_report(args: argparse.Namespace, result: object, progress: Progress) -> list[Path]:

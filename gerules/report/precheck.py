@@ -122,3 +122,29 @@ def precheck_caffe(prototxt: str | os.PathLike[str], caffemodel: str | os.PathLi
             record_failure(nodes, errors, e)
     return summarize(str(prototxt), nodes, errors, framework="caffe",
                      weights=None if caffemodel is None else str(caffemodel))
+
+
+def precheck_tensorflow(model: str | os.PathLike[str], input_shapes: Mapping[str, Sequence[int]],
+                        out_nodes: Sequence[tuple[str, int]]) -> dict[str, Any]:
+    """``check_result.json`` for a TensorFlow model: one entry per TF node, by node name.
+
+    tf2onnx (in the isolated process) says which TF ops it cannot convert; the ONNX ops it
+    made are then checked against the registry, and a problem there marks the TF node of the
+    same name (tf2onnx keeps TF names) or is listed under ``errors``.
+    """
+    from ..frontends import tensorflow
+
+    nodes, errors, data = tensorflow.check(model, input_shapes, out_nodes)
+    if data is not None and all(n["result"] == "supported" for n in nodes):
+        onnx_result = precheck(data, str(model))
+        by_name = {n["name"]: n for n in nodes}
+        for entry in onnx_result["nodes"]:
+            if entry["result"] == "supported":
+                continue
+            reason = f"tf2onnx made ONNX op {entry['op']}: {entry.get('reason', '')}"
+            if entry["name"] in by_name:
+                by_name[entry["name"]].update(result=entry["result"], reason=reason)
+            else:
+                errors.append({"node": entry["name"], "tensor": None, "message": reason})
+        errors.extend(onnx_result["errors"])
+    return summarize(str(model), nodes, errors, framework="tensorflow")
