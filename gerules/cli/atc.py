@@ -28,10 +28,10 @@ ATC_START = ("--model", "--om", "--mode", "--framework", "--weight", "--singleop
 GLOBAL = ("--debug", "--log")  # flags of ge-rewrite itself, before any subcommand
 FRAMEWORKS = {"5": "onnx", "onnx": "onnx", "pytorch": "pytorch", "torch": "pytorch",
               "0": "caffe", "caffe": "caffe", "3": "tensorflow", "tensorflow": "tensorflow",
-              "tf": "tensorflow"}
-NOT_YET = {"1": "MindSpore", "mindspore": "MindSpore"}
+              "tf": "tensorflow", "1": "mindspore", "mindspore": "mindspore",
+              "mindir": "mindspore"}
 SUFFIXES = {".pt": "pytorch", ".pt2": "pytorch", ".pth": "pytorch", ".ts": "pytorch",
-            ".prototxt": "caffe", ".pb": "tensorflow"}
+            ".prototxt": "caffe", ".pb": "tensorflow", ".mindir": "mindspore"}
 MODES = {"0": "compile", "1": "om to json", "3": "pre-check", "6": "model info"}
 
 # atc flags without an equivalent here, each with what to do instead.
@@ -111,23 +111,18 @@ def route(argv: Sequence[str]) -> list[str]:
 
 
 def framework(value: str | None, model: Path | None) -> str:
-    """``onnx``, ``pytorch``, ``caffe`` or ``tensorflow`` from ``--framework``, else from the
-    model (a SavedModel folder, or the file's extension; ONNX otherwise)."""
+    """``onnx``, ``pytorch``, ``caffe``, ``tensorflow`` or ``mindspore`` from ``--framework``,
+    else from the model (a SavedModel folder, or the file's extension; ONNX otherwise)."""
     if value is None:
         if model is not None and (model / "saved_model.pb").is_file():
             return "tensorflow"
         return SUFFIXES.get(model.suffix.lower() if model else "", "onnx")
     key = value.strip().lower()
-    if key in NOT_YET:
-        raise UsageError(f"--framework={value} ({NOT_YET[key]} MindIR) is not supported: "
-                         f"{MINDIR_WHY}; export the model to ONNX and use --framework=5")
     if key not in FRAMEWORKS:
-        raise UsageError(f"--framework: unknown value '{value}' (0 = Caffe, 3 = TensorFlow, "
-                         "5 = ONNX, pytorch = a TorchScript or torch.export archive)")
+        raise UsageError(f"--framework: unknown value '{value}' (0 = Caffe, 1 = MindSpore "
+                         "MindIR, 3 = TensorFlow, 5 = ONNX, pytorch = a TorchScript or "
+                         "torch.export archive)")
     return FRAMEWORKS[key]
-
-
-MINDIR_WHY = "the mindspore package that writes MindIR cannot be installed and tested here"
 
 
 def mode(value: str) -> str:
@@ -189,6 +184,8 @@ def pre_check(args: argparse.Namespace, model: Path, framework: str) -> int:
         result = precheck.precheck_caffe(model, args.weight, shapes)
     elif framework == "tensorflow":
         result = precheck.precheck_tensorflow(model, shapes, options.out_nodes(args.out_nodes))
+    elif framework == "mindspore":
+        result = precheck.precheck_mindir(model, shapes)
     else:
         result = precheck.precheck(_onnx_bytes(model, framework, shapes), str(model))
     atomic_write(out, json.dumps(result, indent=1).encode())

@@ -31,14 +31,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        description="Optimize a model for the NPU, plan its memory and write "
                        "NAME.om. atc's flag names are accepted (docs/CONVERTING.md).")
     p.add_argument("model", type=Path, nargs="?",
-                   help="model file (.onnx, .pt/.pt2, .prototxt, .pb or a SavedModel folder)")
+                   help="model file (.onnx, .pt/.pt2, .prototxt, .mindir, .pb or a SavedModel "
+                   "folder)")
     p.add_argument("--model", dest="model_flag", type=Path, metavar="MODEL",
                    help="model file (atc spelling)")
     p.add_argument("--output", metavar="NAME", help="write NAME.om")
     p.add_argument("--framework", metavar="F",
-                   help="0 = Caffe (.prototxt), 3 = TensorFlow (frozen .pb or SavedModel "
-                   "folder), 5 = ONNX, pytorch = TorchScript or torch.export archive (.pt/.pt2);"
-                   " default: by the model's extension")
+                   help="0 = Caffe (.prototxt), 1 = MindSpore (.mindir), 3 = TensorFlow "
+                   "(frozen .pb or SavedModel folder), 5 = ONNX, pytorch = TorchScript or "
+                   "torch.export archive (.pt/.pt2); default: by the model's extension")
     p.add_argument("--weight", type=Path, metavar="FILE",
                    help="--framework=0: the .caffemodel with the net's weights")
     p.add_argument("--mode", default="0", metavar="M",
@@ -161,6 +162,10 @@ def _load(source: Path, framework: str, opts: CompileOptions, args: argparse.Nam
         from ..frontends.caffe import convert
 
         return convert(source, args.weight, opts.input_shape)
+    if framework == "mindspore":
+        from ..frontends.mindir import convert as convert_mindir
+
+        return convert_mindir(source, opts.input_shape)
     if framework == "tensorflow":
         from ..frontends.tensorflow import convert as convert_tf
 

@@ -42,7 +42,7 @@ from ..errors import GeError, ModelError, UsageError
 from ..ir.graph import Graph
 from ..ir.registry import suggest
 from .caffe_layers import CONVERTERS, Layer
-from .files import PROTOBUF_LIMIT, read_capped
+from .files import read_capped, read_message
 from .protodef import message_classes
 
 log = logging.getLogger(__name__)
@@ -161,14 +161,7 @@ def _net_inputs(net: Any, where: str) -> dict[str, tuple[int, ...] | None]:
 def read_weights(path: str | os.PathLike[str]) -> dict[str, list[np.ndarray]]:
     """The weight blobs of a ``.caffemodel``, by layer name."""
     where = str(path)
-    data = read_capped(path, PROTOBUF_LIMIT, what="Caffe .caffemodel")
-    net = proto()["NetParameter"]()
-    try:
-        net.ParseFromString(data)
-    except Exception as e:  # noqa: BLE001 - DecodeError, RecursionError, ...
-        detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ModelError(f"not a Caffe .caffemodel: corrupt or truncated protobuf ({detail})",
-                         file=where) from None
+    net = read_message(path, proto()["NetParameter"](), "Caffe .caffemodel")
     if not len(net.layer) and not len(net.layers):
         raise ModelError("the .caffemodel holds no layers (is it a binary NetParameter?)",
                          file=where)

@@ -1,6 +1,8 @@
 """Reading a frontend's input files: one function, so every frontend reads the same safe way.
 
 Invariants:
+- ``read_message`` parses a binary protobuf file read that way; a parse failure is one
+  ``ModelError`` naming the file.
 - ``read_capped(path, cap)`` refuses folders, devices, FIFOs and missing files, and a file
   larger than ``cap`` bytes, before and while reading (a file that grows is cut at the cap
   and refused); every refusal is a ``ModelError`` naming the path (``ResourceLimit`` for the
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import Any
 
 from ..errors import ModelError, ResourceLimit
 
@@ -44,3 +47,19 @@ def read_capped(path: str | os.PathLike[str], cap: int = PROTOBUF_LIMIT, *,
         raise ResourceLimit(f"the {what} grew past the limit of {cap} bytes while reading",
                             file=where)
     return data
+
+
+def read_message(path: str | os.PathLike[str], message: Any, what: str) -> Any:
+    """``message`` (an empty protobuf message) filled from the binary file ``path``.
+
+    The file is read with ``read_capped`` (protobuf's 2 GiB limit); anything protobuf raises
+    while parsing is one ``ModelError``: "not a <what>: corrupt or truncated protobuf".
+    """
+    data = read_capped(path, PROTOBUF_LIMIT, what=what)
+    try:
+        message.ParseFromString(data)
+    except Exception as e:  # noqa: BLE001 - DecodeError, RecursionError, ValueError, ...
+        detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelError(f"not a {what}: corrupt or truncated protobuf ({detail})",
+                         file=str(path)) from None
+    return message

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelError
-from .files import PROTOBUF_LIMIT, read_capped
+from .files import read_message
 
 NOT_OPS = {"Const", "NoOp", "Placeholder", "PlaceholderWithDefault", "Assert", "VarHandleOp",
            "VariableV2", "SaveV2", "RestoreV2"}
@@ -111,11 +111,7 @@ def _load(request: Mapping[str, Any]) -> tuple[Any, list[str], list[str], dict[s
     import tensorflow as tf
 
     path = request["model"]
-    graph_def = tf.compat.v1.GraphDef()
-    try:
-        graph_def.ParseFromString(read_capped(path, PROTOBUF_LIMIT, what="TensorFlow .pb"))
-    except Exception as e:  # noqa: BLE001 - DecodeError and friends
-        raise ModelError(f"not a frozen TensorFlow GraphDef ({_line(e)})", file=path) from None
+    graph_def = read_message(path, tf.compat.v1.GraphDef(), "frozen TensorFlow GraphDef")
     if not len(graph_def.node):
         raise ModelError("the GraphDef has no nodes", file=path)
     for node in graph_def.node:

@@ -148,3 +148,19 @@ def precheck_tensorflow(model: str | os.PathLike[str], input_shapes: Mapping[str
                 errors.append({"node": entry["name"], "tensor": None, "message": reason})
         errors.extend(onnx_result["errors"])
     return summarize(str(model), nodes, errors, framework="tensorflow")
+
+
+def precheck_mindir(model: str | os.PathLike[str], input_shapes: Mapping[str, Sequence[int]]
+                    ) -> dict[str, Any]:
+    """``check_result.json`` for a MindIR model: one entry per node, by MindIR node name and
+    MindSpore primitive; when all are supported the model is also converted."""
+    from ..frontends import mindir
+
+    nodes = mindir.check(model)
+    errors: list[dict[str, Any]] = []
+    if all(n["result"] == "supported" for n in nodes):
+        try:
+            mindir.convert(model, input_shapes)
+        except GeError as e:
+            record_failure(nodes, errors, e)
+    return summarize(str(model), nodes, errors, framework="mindspore")
