@@ -26,12 +26,6 @@ from ..fileio import atomic_write, check_output_path
 
 ATC_START = ("--model", "--om", "--mode", "--framework", "--weight", "--singleop")
 GLOBAL = ("--debug", "--log")  # flags of ge-rewrite itself, before any subcommand
-FRAMEWORKS = {"5": "onnx", "onnx": "onnx", "pytorch": "pytorch", "torch": "pytorch",
-              "0": "caffe", "caffe": "caffe", "3": "tensorflow", "tensorflow": "tensorflow",
-              "tf": "tensorflow", "1": "mindspore", "mindspore": "mindspore",
-              "mindir": "mindspore"}
-SUFFIXES = {".pt": "pytorch", ".pt2": "pytorch", ".pth": "pytorch", ".ts": "pytorch",
-            ".prototxt": "caffe", ".pb": "tensorflow", ".mindir": "mindspore"}
 MODES = {"0": "compile", "1": "om to json", "3": "pre-check", "6": "model info"}
 
 # atc flags without an equivalent here, each with what to do instead.
@@ -111,18 +105,10 @@ def route(argv: Sequence[str]) -> list[str]:
 
 
 def framework(value: str | None, model: Path | None) -> str:
-    """``onnx``, ``pytorch``, ``caffe``, ``tensorflow`` or ``mindspore`` from ``--framework``,
-    else from the model (a SavedModel folder, or the file's extension; ONNX otherwise)."""
-    if value is None:
-        if model is not None and (model / "saved_model.pb").is_file():
-            return "tensorflow"
-        return SUFFIXES.get(model.suffix.lower() if model else "", "onnx")
-    key = value.strip().lower()
-    if key not in FRAMEWORKS:
-        raise UsageError(f"--framework: unknown value '{value}' (0 = Caffe, 1 = MindSpore "
-                         "MindIR, 3 = TensorFlow, 5 = ONNX, pytorch = a TorchScript or "
-                         "torch.export archive)")
-    return FRAMEWORKS[key]
+    """Our name of the model's format from ``--framework``, else from the model's path."""
+    from ..frontends.formats import framework_name, framework_of
+
+    return framework_of(model) if value is None else framework_name(value)
 
 
 def mode(value: str) -> str:

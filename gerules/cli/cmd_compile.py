@@ -158,18 +158,11 @@ def _load(source: Path, framework: str, opts: CompileOptions, args: argparse.Nam
 
         batch = min(opts.dynamic_batch_size or (1,))
         return convert_archive(source, opts.input_shape, batch=batch)
-    if framework == "caffe":
-        from ..frontends.caffe import convert
+    if framework != "onnx":
+        from ..frontends.formats import load
 
-        return convert(source, args.weight, opts.input_shape)
-    if framework == "mindspore":
-        from ..frontends.mindir import convert as convert_mindir
-
-        return convert_mindir(source, opts.input_shape)
-    if framework == "tensorflow":
-        from ..frontends.tensorflow import convert as convert_tf
-
-        return convert_tf(source, opts.input_shape, options.out_nodes(args.out_nodes))
+        return load(source, framework, opts.input_shape, weight=args.weight,
+                    out_nodes=options.out_nodes(args.out_nodes))
     return load_model(source, max_bytes=DEFAULT_MAX_TENSOR_BYTES)
 
 

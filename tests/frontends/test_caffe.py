@@ -320,3 +320,11 @@ def test_train_phase_layers_are_dropped(tmp_path: Path) -> None:
     prototxt, weights = net.write(tmp_path)
     prototxt.write_text(text)
     assert caffe.convert(prototxt, weights).output_names == ("prob",)
+
+
+def test_parse_model_reads_caffe(tmp_path: Path) -> None:
+    import gerules as ge
+
+    prototxt, weights = lenet().write(tmp_path)
+    graph = ge.parse_model(prototxt, "data:-1,1,28,28", weight=weights)
+    assert graph.inputs[0].shape == ("batch", 1, 28, 28) and graph.output_names == ("prob",)
