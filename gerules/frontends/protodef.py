@@ -129,8 +129,8 @@ class _Parser:
         f.number = int(self.take())
         if kind in SCALARS:
             f.type = SCALARS[kind]
-        else:
-            f.type_name = kind  # resolved once every type is known
+        else:  # a message or enum: the pool resolves the name by proto's scoping rules
+            f.type_name = kind
         if self.peek() == "[":
             self.take("[")
             while True:
@@ -151,54 +151,19 @@ class _Parser:
             raise ValueError(f"field {f.name}: unsupported option '{key}'")
 
 
-def _resolve(fdp: descriptor_pb2.FileDescriptorProto) -> None:
-    """Set each non-scalar field's full type name and kind (message or enum), by scope."""
-    kinds: dict[str, int] = {}
-
-    def collect(prefix: str, messages: Any, enums: Any) -> None:
-        for e in enums:
-            kinds[f"{prefix}.{e.name}"] = _F.TYPE_ENUM
-        for m in messages:
-            kinds[f"{prefix}.{m.name}"] = _F.TYPE_MESSAGE
-            collect(f"{prefix}.{m.name}", m.nested_type, m.enum_type)
-
-    root = f".{fdp.package}" if fdp.package else ""
-    collect(root, fdp.message_type, fdp.enum_type)
-
-    def fix(scope: str, messages: Any) -> None:
-        for m in messages:
-            inner = f"{scope}.{m.name}"
-            for f in m.field:
-                if f.type_name and not f.type:
-                    f.type_name = _lookup(kinds, inner, f.type_name, f.name)
-                    f.type = kinds[f.type_name]
-            fix(inner, m.nested_type)
-
-    fix(root, fdp.message_type)
-
-
-def _lookup(kinds: dict[str, int], scope: str, name: str, field: str) -> str:
-    while True:
-        candidate = f"{scope}.{name}"
-        if candidate in kinds:
-            return candidate
-        if not scope:
-            raise ValueError(f"field {field}: unknown type '{name}'")
-        scope = scope.rpartition(".")[0]
-
-
 def file_descriptor(text: str) -> descriptor_pb2.FileDescriptorProto:
     """The ``FileDescriptorProto`` of a ``.proto`` text (the subset in the module docstring)."""
-    fdp = _Parser(text).file()
-    _resolve(fdp)
-    return fdp
+    return _Parser(text).file()
 
 
 def message_classes(text: str) -> dict[str, type]:
     """Every message class of the ``.proto`` text, by its name without the package."""
     fdp = file_descriptor(text)
     pool = descriptor_pool.DescriptorPool()
-    pool.AddSerializedFile(fdp.SerializeToString())
+    try:
+        pool.AddSerializedFile(fdp.SerializeToString())
+    except TypeError as e:  # e.g. "couldn't resolve name 'X'"
+        raise ValueError(str(e)) from None
     prefix = f"{fdp.package}." if fdp.package else ""
     out: dict[str, type] = {}
 
