@@ -42,6 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    "torch.export archive (.pt/.pt2); default: by the model's extension")
     p.add_argument("--weight", type=Path, metavar="FILE",
                    help="--framework=0: the .caffemodel with the net's weights")
+    p.add_argument("--trust_archive", "--trust-archive", action="store_true",
+                   help="PyTorch archives: also accept TorchScript and pickled modules, which "
+                   "run their own code when loaded; the conversion then runs in a separate, "
+                   "limited process (docs/SECURITY.md). Only for archives you trust")
     p.add_argument("--mode", default="0", metavar="M",
                    help="0 compile (default), 1 .om to JSON, 3 pre-check only, 6 .om info")
     p.add_argument("--om", type=Path, metavar="NAME.om", help="the .om for --mode 1 and 6")
@@ -157,7 +161,8 @@ def _load(source: Path, framework: str, opts: CompileOptions, args: argparse.Nam
         from ..frontends.torch import convert_archive
 
         batch = min(opts.dynamic_batch_size or (1,))
-        return convert_archive(source, opts.input_shape, batch=batch)
+        return convert_archive(source, opts.input_shape, batch=batch,
+                               trust=args.trust_archive)
     if framework != "onnx":
         from ..frontends.formats import load
 

@@ -1,4 +1,4 @@
-"""Reading a frontend's input files: one function, so every frontend reads the same safe way.
+"""Reading a frontend's input files through the project's safe reader (``gerules.fileio``).
 
 Invariants:
 - ``read_message`` parses a binary protobuf file read that way; a parse failure is one
@@ -12,10 +12,10 @@ Invariants:
 from __future__ import annotations
 
 import os
-import stat
 from typing import Any
 
 from ..errors import ModelError, ResourceLimit
+from ..fileio import open_input, read_fd
 
 PROTOBUF_LIMIT = 2**31 - 1  # protobuf cannot parse a message of 2 GiB or more
 
@@ -23,30 +23,12 @@ PROTOBUF_LIMIT = 2**31 - 1  # protobuf cannot parse a message of 2 GiB or more
 def read_capped(path: str | os.PathLike[str], cap: int = PROTOBUF_LIMIT, *,
                 what: str = "model file") -> bytes:
     """The bytes of the regular file ``path``, at most ``cap`` of them (see the invariants)."""
-    where = str(path)
+    where = os.fspath(path)
+    fd = open_input(path, what=f"a {what}", label=where)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except IsADirectoryError:
-        raise ModelError(f"is a folder, not a {what}", file=where) from None
-    except FileNotFoundError:
-        raise ModelError("no such file", file=where) from None
-    except OSError as e:
-        raise ModelError(f"cannot read: {e.strerror or e}", file=where) from None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
+        return read_fd(fd, cap, where=where, what=f"a {what}", kind=ResourceLimit)
+    finally:
         os.close(fd)
-        if stat.S_ISDIR(info.st_mode):
-            raise ModelError(f"is a folder, not a {what}", file=where)
-        raise ModelError(f"not a regular file (a {what} must be one)", file=where)
-    with os.fdopen(fd, "rb") as f:
-        if info.st_size > cap:
-            raise ResourceLimit(f"the {what} has {info.st_size} bytes; the limit is {cap}",
-                                file=where)
-        data = f.read(cap + 1)
-    if len(data) > cap:
-        raise ResourceLimit(f"the {what} grew past the limit of {cap} bytes while reading",
-                            file=where)
-    return data
 
 
 def read_message(path: str | os.PathLike[str], message: Any, what: str) -> Any:

@@ -1,182 +1,320 @@
-"""Run a loader that may execute model code in a separate, limited process.
+"""Run a function in a fresh, limited ``python -I`` process: where code from a model may run.
 
-``run_isolated("package.module:function", request, limits=..., inputs=[...])`` starts a fresh
-``python -I -m gerules.frontends.isolate`` (isolated mode: no user site, no ``PYTHON*``
-variables, no current folder on ``sys.path``) in a private temporary folder, which calls
-``function(request, output_path)`` there and returns the bytes the function wrote to
-``output_path``.
+``run_isolated(entry, request, limits=..., inputs=...)`` runs ``entry``
+(``"package.module:function"``, called as ``function(request, output: Path)``; it writes its
+result, normally ONNX model bytes, to ``output``) in a new interpreter and returns the bytes of
+that output file. Frontends that must execute code from a model (a TorchScript archive's
+methods, a TensorFlow graph) run it there, never in the compiler's process.
+
+The worker (``gerules.frontends.worker``) gets:
+- a private temporary folder (mode 0700, removed afterwards) as its working folder, ``HOME``
+  and ``TMPDIR``; each of ``inputs`` copied into it through the safe reader (regular files
+  and folders of them only; a symlink, FIFO or device is refused) and passed to the function
+  as ``request["inputs"]`` (strings, in order; the key is reserved);
+- a scrubbed environment (``PATH``, ``HOME``, ``TMPDIR``, a UTF-8 locale and the BLAS/OpenMP
+  thread counts; nothing else, so no tokens or proxies leak in) and ``python -I`` (no user
+  site, no ``PYTHON*`` variables, no current folder on ``sys.path``);
+- resource limits it sets on itself before anything else runs: ``RLIMIT_AS`` (memory),
+  ``RLIMIT_CPU``, ``RLIMIT_FSIZE`` (largest file it may write), ``RLIMIT_NOFILE``,
+  ``RLIMIT_NPROC`` (not enforced by the kernel for root) and no core dumps; and the parent's
+  wall-clock timeout, after which its whole process group is killed;
+- a Landlock sandbox where the kernel has one (``landlock``): reads only beneath the Python
+  installation, the system libraries and its own folder; writes only in its own folder; no
+  TCP, no signals to processes outside. Without Landlock (older kernels, other systems) the
+  worker can still read and write whatever its user can: docs/SECURITY.md says so.
 
 Invariants:
-- The child runs with rlimits (address space, CPU seconds, size of files it writes, no core
-  dumps) and a wall-clock timeout, in its own session; on a timeout the whole process group
-  is killed. Its environment is minimal: ``PATH``, a ``HOME``/``TMPDIR`` inside the private
-  folder, ``LANG``; its standard input is empty.
-- ``request`` is JSON data (the child gets exactly it back); ``inputs`` are the files or
-  folders the function reads, checked to exist here first (their paths go in ``request``).
-- A ``GeError`` raised in the child comes back as the same type with its message and place
-  (file, node, op, tensor); anything else that ends the child (another exception, a signal, a
-  limit) is a ``ModelError`` or ``ResourceLimit`` with the last line of the child's stderr.
-  Nothing is left behind: the private folder is removed whatever happens.
-- The output is read with the frontends' capped reader (``limits.output_bytes``).
+- The request travels as JSON on the worker's stdin (a file in the private folder); the
+  worker's answer is a small JSON record it writes at the end; its output is read back through
+  ``fileio.read_input`` with ``limits.output_bytes`` as the cap.
+- Every failure is a ``GeError``: the worker's own one-line message with its exit code (1 bad
+  input, 2 usage; anything else it reports counts as 1), or ``ResourceLimit`` (exit 3) naming
+  the limit that was hit and the flag that raises it (``limits.flags``). Nothing the worker
+  writes reaches the terminal unescaped (``errors.visible``) or longer than one line.
+- The private folder and every process the worker started are gone when ``run_isolated``
+  returns or raises (also on Ctrl-C, SIGTERM or SIGHUP in the parent).
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
-import importlib
+import importlib.util
 import json
+import logging
 import os
-import resource
+import re
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
-import traceback
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import errors
-from ..errors import GeError, ModelError, ResourceLimit, UsageError
-from .files import read_capped
+from ..errors import GeError, ModelError, ResourceLimit, UsageError, visible
+from ..fileio import CHUNK, open_input, read_input, released, signals_held
 
-GiB = 1 << 30
-RESULT = "result.json"
+log = logging.getLogger(__name__)
+
+ENTRY = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+RECORD_BYTES = 1 << 16
+MAX_INPUT_FILES = 100_000
+PASS_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE")
+SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache", "/etc/localtime",
+               "/dev/urandom", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat",
+               "/sys/devices/system/cpu", "/sys/fs/cgroup")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class IsolationLimits:
-    """What the child may use. ``memory_bytes`` caps its address space (``RLIMIT_AS``)."""
+    """What the worker may use; ``flags`` maps a limit's name to the flag that raises it."""
 
     seconds: float = 600.0  # wall clock
-    cpu_seconds: int = 1200
-    memory_bytes: int = 16 * GiB
-    file_bytes: int = 2 * GiB  # any file the child writes
-    output_bytes: int = 2 * GiB - 1
+    memory_bytes: int = 8 << 30  # RLIMIT_AS (address space)
+    cpu_seconds: int | None = None  # RLIMIT_CPU; None: twice ``seconds`` (threads)
+    file_bytes: int = 4 << 30  # RLIMIT_FSIZE
+    open_files: int = 1024  # RLIMIT_NOFILE
+    processes: int = 256  # RLIMIT_NPROC
+    output_bytes: int = (2 << 30) - 1  # the result read back (protobuf's limit)
+    input_bytes: int = 8 << 30  # the copied inputs together
+    sandbox: bool = True  # Landlock where the kernel has it
+    flags: Mapping[str, str] = field(default_factory=dict)
+
+    def worker_json(self) -> dict[str, Any]:
+        """The limits the worker sets on itself."""
+        cpu = self.cpu_seconds if self.cpu_seconds is not None else int(2 * self.seconds) + 1
+        out = {k: v for k, v in asdict(self).items() if k != "flags"}
+        return {**out, "cpu_seconds": max(1, cpu)}
+
+    def exceeded(self, name: str, what: str) -> ResourceLimit:
+        flag = self.flags.get(name)
+        raise_it = f" (raise it with {flag})" if flag else ""
+        return ResourceLimit(f"the isolated worker {what}{raise_it}")
 
 
 def run_isolated(entry: str, request: Mapping[str, Any], *, limits: IsolationLimits,
                  inputs: Sequence[Path] = ()) -> bytes:
-    """The output of ``entry(request, output_path)`` run in a limited child process."""
-    module, _, func = entry.partition(":")
-    if not module or not func:
-        raise UsageError(f"run_isolated: entry must be 'package.module:function', got {entry!r}")
-    for path in inputs:
-        if not Path(path).exists():
-            raise ModelError("no such file or folder", file=str(path))
-    with tempfile.TemporaryDirectory(prefix="gerules-isolated-") as folder:
-        work = Path(folder)
-        output = work / "output"
-        (work / "request.json").write_text(json.dumps(
-            {"entry": entry, "request": dict(request), "output": str(output)}))
-        stderr = _run_child(work, limits)
-        result = _result(work, stderr)
-        if "error" in result:
-            raise _error(result["error"])
-        if not output.is_file():
-            raise ModelError(f"the isolated loader {entry} wrote no output")
-        return read_capped(output, limits.output_bytes, what="loader output")
+    """Run ``entry(request, output)`` in a limited worker process; the output file's bytes."""
+    if not ENTRY.match(entry):
+        raise ValueError(f"entry must be 'package.module:function', got {entry!r}")
+    if "inputs" in request:
+        raise ValueError("the request key 'inputs' is reserved for the copied input paths")
+    with _private_folder() as folder:
+        home = folder / "home"
+        home.mkdir()
+        copies = _copy_inputs(inputs, folder / "inputs", limits.input_bytes)
+        output, record = folder / "output", folder / "record.json"
+        job = {"entry": entry, "request": {**request, "inputs": [str(c) for c in copies]},
+               "output": str(output), "record": str(record), "limits": limits.worker_json(),
+               "read": _read_roots(), "write": [str(folder), "/dev/null"]}
+        (folder / "job.json").write_text(json.dumps(job, allow_nan=False))
+        code = _run_worker(folder, home, limits)
+        answer = _record(record)
+        _raise_for(code, answer, limits)
+        return read_input(output, limit=limits.output_bytes, what="the isolated worker's output",
+                          kind=ResourceLimit, label="the isolated worker's output")
 
 
-def _run_child(work: Path, limits: IsolationLimits) -> str:
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(work),
-           "TMPDIR": str(work), "LANG": "C.UTF-8", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    command = [sys.executable, "-I", "-m", "gerules.frontends.isolate", str(work)]
-    proc = subprocess.Popen(command, cwd=work, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True, preexec_fn=lambda: _limit(limits))
+@contextlib.contextmanager
+def _private_folder() -> Iterator[Path]:
+    with signals_held():  # no signal between creating the folder and the ``try``
+        folder = Path(tempfile.mkdtemp(prefix="gerules-isolate-"))  # 0700, unpredictable name
+        try:
+            with released():
+                yield folder
+        finally:
+            _remove_tree(folder)
+
+
+def _remove_tree(folder: Path) -> None:
+    """Remove ``folder`` even when the worker left unreadable or read-only folders in it."""
+
+    def retry(func: Any, path: str, _exc: BaseException) -> None:
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(path), 0o700)
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.chmod(path, 0o700)
+            func(path)
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(folder, onexc=retry)
+    else:
+        shutil.rmtree(folder, onerror=lambda f, p, e: retry(f, p, e[1]))
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+def _copy_inputs(inputs: Sequence[Path], folder: Path, budget: int) -> list[Path]:
+    folder.mkdir()
+    left = [budget]
+    copies = []
+    for k, source in enumerate(inputs):
+        slot = folder / str(k)
+        slot.mkdir()
+        target = slot / (Path(source).name or "input")
+        if Path(source).is_dir() and not Path(source).is_symlink():
+            _copy_tree(Path(source), target, left, [0])
+        else:
+            _copy_file(Path(source), target, left, str(source))
+        copies.append(target)
+    return copies
+
+
+def _copy_file(source: Path, target: Path, left: list[int], label: str) -> None:
+    fd = open_input(source, what="an input file", label=label)
     try:
-        _, err = proc.communicate(timeout=limits.seconds)
+        size = os.fstat(fd).st_size
+        if size > left[0]:
+            raise _input_budget(label)
+        with open(target, "xb") as out:
+            while chunk := os.read(fd, CHUNK):
+                left[0] -= len(chunk)
+                if left[0] < 0:
+                    raise _input_budget(label)
+                out.write(chunk)
+    except OSError as e:
+        raise ModelError(f"cannot copy for the isolated worker: {e.strerror or e}",
+                         file=label) from None
+    finally:
+        os.close(fd)
+
+
+def _copy_tree(source: Path, target: Path, left: list[int], count: list[int]) -> None:
+    """Copy a folder of regular files and folders; links and special files are refused."""
+    target.mkdir()
+    for entry in sorted(os.scandir(source), key=lambda e: e.name):
+        count[0] += 1
+        if count[0] > MAX_INPUT_FILES:
+            raise ResourceLimit(f"more than {MAX_INPUT_FILES} files", file=str(source))
+        mode = entry.stat(follow_symlinks=False).st_mode
+        if stat.S_ISDIR(mode):
+            _copy_tree(Path(entry.path), target / entry.name, left, count)
+        elif stat.S_ISREG(mode):
+            _copy_file(Path(entry.path), target / entry.name, left, entry.path)
+        else:
+            kind = "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
+            raise ModelError(f"is {kind}; a model folder holds only files and folders",
+                             file=entry.path)
+
+
+def _input_budget(label: str) -> ResourceLimit:
+    return ResourceLimit("the inputs of the isolated worker are over their size budget",
+                         file=label)
+
+
+# ----------------------------------------------------------------------------- the worker
+
+
+def _read_roots() -> list[str]:
+    """What the worker may read: Python, the packages it imports, the system libraries."""
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+             *SYSTEM_READ, *(p for p in sys.path if p and os.path.isdir(p))}
+    for name in ("gerules", "gerules.engine", "gerules.grammar", "gerules.rules"):
+        with contextlib.suppress(ImportError, ValueError):
+            spec = importlib.util.find_spec(name)
+            roots.update(spec.submodule_search_locations or () if spec else ())
+    return sorted(os.path.realpath(r) for r in roots)
+
+
+def _package_root() -> str:
+    return str(Path(__file__).resolve().parents[2])
+
+
+def _environment(home: Path) -> dict[str, str]:
+    env = {"PATH": os.defpath, "HOME": str(home), "TMPDIR": str(home), "TMP": str(home),
+           "TEMP": str(home), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+    env.update({k: os.environ[k] for k in PASS_ENV if k in os.environ})
+    return env
+
+
+def _run_worker(folder: Path, home: Path, limits: IsolationLimits) -> int:
+    boot = ("import sys; sys.path.append(sys.argv[1]); "
+            "from gerules.frontends.worker import main; sys.exit(main())")
+    log_path = folder / "worker.log"
+    with open(folder / "job.json", "rb") as stdin, open(log_path, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-B", "-c", boot, _package_root()],
+            stdin=stdin, stdout=out, stderr=subprocess.STDOUT, cwd=home,
+            env=_environment(home), start_new_session=True, close_fds=True)
+    try:
+        return proc.wait(timeout=limits.seconds)
     except subprocess.TimeoutExpired:
-        _kill(proc)
-        raise ResourceLimit(f"the isolated loader took longer than {limits.seconds:g} s "
-                            "(killed)") from None
-    except BaseException:  # Ctrl-C: take the child down with us
-        _kill(proc)
-        raise
-    _kill(proc)  # grandchildren left in the session
-    text = err.decode("utf-8", "replace")
-    if proc.returncode < 0:
-        name = signal.Signals(-proc.returncode).name
-        kind = ResourceLimit if name in ("SIGXCPU", "SIGXFSZ", "SIGKILL") else ModelError
-        raise kind(f"the isolated loader was ended by {name} (a resource limit, or a crash "
-                   f"of the loader){_last(text)}")
-    return text
+        _kill_group(proc.pid)
+        proc.wait()
+        raise limits.exceeded("seconds", f"ran longer than {limits.seconds:g} s") from None
+    finally:
+        _kill_group(proc.pid)  # whatever it started goes too
+        if proc.returncode is None:
+            proc.wait()
+        _log_tail(log_path)
 
 
-def _limit(limits: IsolationLimits) -> None:
-    """In the child, before exec: rlimits (never raising; a limit it cannot set stays)."""
-    for kind, value in ((resource.RLIMIT_AS, limits.memory_bytes),
-                        (resource.RLIMIT_CPU, limits.cpu_seconds),
-                        (resource.RLIMIT_FSIZE, limits.file_bytes), (resource.RLIMIT_CORE, 0)):
-        with contextlib.suppress(ValueError, OSError):
-            _, hard = resource.getrlimit(kind)
-            resource.setrlimit(kind, (value if hard == resource.RLIM_INFINITY
-                                      else min(value, hard), hard))
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
+def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+        os.killpg(pid, signal.SIGKILL)
 
 
-def _last(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return f": {lines[-1][:300]}" if lines else ""
+def _log_tail(path: Path) -> None:
+    if log.isEnabledFor(logging.DEBUG):
+        with contextlib.suppress(OSError, GeError):
+            text = read_input(path, limit=1 << 20).decode("utf-8", "replace")[-4000:]
+            log.debug("isolated worker output:\n%s", visible(text, keep_newlines=True))
 
 
-def _result(work: Path, stderr: str) -> dict[str, Any]:
+def _record(path: Path) -> dict[str, Any]:
+    """The worker's answer; ``{}`` when it wrote none (it was killed) or wrote nonsense."""
     try:
-        data = json.loads((work / RESULT).read_text("utf-8"))
-    except (OSError, ValueError):
-        raise ModelError(f"the isolated loader ended without a result{_last(stderr)}"
-                         ) from None
-    if not isinstance(data, dict):
-        raise ModelError("the isolated loader wrote a malformed result")
-    return data
+        data = json.loads(read_input(path, limit=RECORD_BYTES))
+    except (GeError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
-def _error(data: Mapping[str, Any]) -> GeError:
-    kind = getattr(errors, str(data.get("type")), None)
-    if not (isinstance(kind, type) and issubclass(kind, GeError)):
-        kind = ModelError
-    place = {k: data.get(k) for k in ("file", "node", "op", "tensor")}
-    return kind(str(data.get("message", "failed")), **place)
+_SIGNAL_LIMITS = {signal.SIGXCPU: ("cpu_seconds", "used up its CPU time"),
+                  signal.SIGXFSZ: ("file_bytes", "tried to write a file over its size limit")}
+_RECORD_LIMITS = {"memory": ("memory_bytes", "ran out of its memory limit"),
+                  "file": ("file_bytes", "tried to write a file over its size limit"),
+                  "files": ("open_files", "opened too many files"),
+                  "processes": ("processes", "started too many processes")}
 
 
-# ----------------------------------------------------------------------------- the child
+def _raise_for(code: int, answer: Mapping[str, Any], limits: IsolationLimits) -> None:
+    sandbox = answer.get("sandbox")
+    if isinstance(sandbox, str):
+        log.info("isolated worker sandbox: %s", visible(sandbox[:200]))
+    if code == 0 and answer.get("ok") is True:
+        return
+    limit = answer.get("limit")
+    if isinstance(limit, str) and limit in _RECORD_LIMITS:
+        name, what = _RECORD_LIMITS[limit]
+        raise limits.exceeded(name, what)
+    if code < 0:
+        if -code in _SIGNAL_LIMITS:
+            name, what = _SIGNAL_LIMITS[signal.Signals(-code)]
+            raise limits.exceeded(name, what)
+        if -code == signal.SIGKILL:  # the CPU hard limit, or the kernel's OOM killer
+            raise limits.exceeded("memory_bytes", "was killed (out of memory or CPU time)")
+        try:
+            sig = signal.Signals(-code).name
+        except ValueError:
+            sig = str(-code)
+        raise ModelError(f"the isolated worker crashed (signal {sig})")
+    error = answer.get("error")
+    if not isinstance(error, dict):
+        raise ModelError(f"the isolated worker failed without saying why (exit {code})")
+    raise _worker_error(error)
 
 
-def _child(work: Path) -> int:
-    spec = json.loads((work / "request.json").read_text("utf-8"))
-    module, _, func = spec["entry"].partition(":")
-    try:
-        target = getattr(importlib.import_module(module), func)
-        target(spec["request"], Path(spec["output"]))
-        result: dict[str, Any] = {"ok": True}
-    except BaseException as e:  # noqa: BLE001 - every failure goes back to the parent
-        result = {"error": _describe(e)}
-    (work / RESULT).write_text(json.dumps(result))
-    return 0
+def _worker_error(error: Mapping[str, Any]) -> GeError:
+    def text(key: str, limit: int = 500) -> str | None:
+        value = error.get(key)
+        return visible(" ".join(value.split()))[:limit] if isinstance(value, str) else None
 
-
-def _describe(e: BaseException) -> dict[str, Any]:
-    if isinstance(e, GeError):
-        return {"type": type(e).__name__, "message": e.message, "file": e.file,
-                "node": e.node, "op": e.op, "tensor": e.tensor}
-    if isinstance(e, MemoryError):
-        return {"type": "ResourceLimit", "message": "the isolated loader ran out of its "
-                "memory limit"}
-    if isinstance(e, OSError) and e.errno == errno.EFBIG:
-        return {"type": "ResourceLimit", "message": "the isolated loader wrote a file past "
-                "its size limit"}
-    traceback.print_exc()  # the loader's own bug: its traceback on the child's stderr
-    detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    return {"type": "ModelError", "message": f"{type(e).__name__}: {detail}"}
-
-
-if __name__ == "__main__":
-    sys.exit(_child(Path(sys.argv[1])))
+    kinds: dict[object, type[GeError]] = {2: UsageError, 3: ResourceLimit}
+    kind = kinds.get(error.get("exit_code"), ModelError)
+    return kind(text("message", 2000) or "the isolated worker failed", file=text("file"),
+                node=text("node"), op=text("op"), tensor=text("tensor"))

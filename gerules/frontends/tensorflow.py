@@ -35,7 +35,7 @@ from .isolate import IsolationLimits, run_isolated
 
 OPSET = 17
 ENTRY = "gerules.frontends.tf_worker:convert"
-LIMITS = IsolationLimits()
+LIMITS = IsolationLimits(memory_bytes=16 << 30)  # TensorFlow maps much address space
 EXTRA = "TensorFlow input needs the tensorflow extra: pip install 'gerules[tensorflow]'"
 
 
@@ -69,8 +69,8 @@ def _request(path: Path, shapes: Mapping[str, Sequence[int]],
     if folder and not (path / "saved_model.pb").is_file():
         raise ModelError("a folder that is not a SavedModel (it has no saved_model.pb)",
                          file=str(path))
-    return {"model": str(path.resolve()), "kind": "saved_model" if folder else "graphdef",
-            "inputs": [], "outputs": [f"{n}:{k}" for n, k in out_nodes],
+    return {"kind": "saved_model" if folder else "graphdef", "input_names": [],
+            "output_names": [f"{n}:{k}" for n, k in out_nodes],
             "shapes": {tensor_name(k): [int(d) for d in v] for k, v in shapes.items()},
             "opset": OPSET, "signature": signature, "check": check}
 

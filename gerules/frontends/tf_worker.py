@@ -4,9 +4,10 @@ TensorFlow's loaders execute graph code (a SavedModel's functions, any op in a G
 the parent never imports TensorFlow: ``gerules.frontends.tensorflow`` sends a request here
 through ``run_isolated("gerules.frontends.tf_worker:convert", ...)``.
 
-Request: ``model`` (a frozen GraphDef ``.pb`` or a SavedModel folder), ``kind``
-(``graphdef`` / ``saved_model``), ``inputs`` / ``outputs`` (TF tensor names ``node:k``, or
-empty: the Placeholders and the nodes nothing reads, or the SavedModel's signature),
+Request: ``inputs`` (the runner's copy of the frozen GraphDef ``.pb`` or SavedModel folder),
+``kind`` (``graphdef`` / ``saved_model``), ``input_names`` / ``output_names`` (TF tensor
+names ``node:k``, or empty: the Placeholders and the nodes nothing reads, or the
+SavedModel's signature),
 ``shapes`` (``{tensor: dims}``, -1 unknown), ``opset``, ``signature``, ``check``.
 
 Output: the ONNX model's bytes; with ``check``, JSON: one entry per TF node (name, op,
@@ -14,7 +15,8 @@ supported or not, tf2onnx's reason) and the ONNX bytes (base64) when conversion 
 Graph inputs and outputs are renamed from ``node:0`` to ``node`` (a SavedModel's: to its
 signature's names), so atc's ``--input_shape input:0`` and ``input`` both name them.
 
-Errors are ``GeError``s naming the TF node (``node 'conv/Conv2D' (Conv2D)``).
+Errors are ``GeError``s naming the TF node (``node 'conv/Conv2D' (Conv2D)``), never the
+copy's path (the parent names the user's file).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import ModelError
+from ..errors import GeError, ModelError
 from .files import read_message
 
 NOT_OPS = {"Const", "NoOp", "Placeholder", "PlaceholderWithDefault", "Assert", "VarHandleOp",
@@ -54,6 +56,14 @@ class _Problems(logging.Handler):
 
 def convert(request: Mapping[str, Any], output: Path) -> None:
     """The isolated entry point (see the module docstring)."""
+    try:
+        _convert(request, output)
+    except GeError as e:
+        e.file = None  # the path of the worker's copy means nothing to the user
+        raise
+
+
+def _convert(request: Mapping[str, Any], output: Path) -> None:
     import tensorflow as tf  # noqa: F401 - loads TF's op registry before tf2onnx
     import tf2onnx
 
@@ -110,7 +120,7 @@ def _load(request: Mapping[str, Any]) -> tuple[Any, list[str], list[str], dict[s
         return _saved_model(request)
     import tensorflow as tf
 
-    path = request["model"]
+    path = request["inputs"][0]
     graph_def = read_message(path, tf.compat.v1.GraphDef(), "frozen TensorFlow GraphDef")
     if not len(graph_def.node):
         raise ModelError("the GraphDef has no nodes", file=path)
@@ -119,9 +129,9 @@ def _load(request: Mapping[str, Any]) -> tuple[Any, list[str], list[str], dict[s
             raise ModelError("the graph is not frozen: it holds variables (freeze it with "
                              "convert_variables_to_constants_v2, or give the SavedModel folder)",
                              file=path, node=node.name, op=node.op)
-    inputs = list(request["inputs"]) or [f"{n.name}:0" for n in graph_def.node
-                                         if n.op == "Placeholder"]
-    outputs = list(request["outputs"]) or _sinks(graph_def)
+    inputs = list(request["input_names"]) or [f"{n.name}:0" for n in graph_def.node
+                                              if n.op == "Placeholder"]
+    outputs = list(request["output_names"]) or _sinks(graph_def)
     names = {n.name: n for n in graph_def.node}
     for tensor in (*inputs, *outputs):
         if tensor.rpartition(":")[0] not in names:
@@ -140,11 +150,11 @@ def _sinks(graph_def: Any) -> list[str]:
 def _saved_model(request: Mapping[str, Any]) -> tuple[Any, list[str], list[str], dict[str, str]]:
     from tf2onnx import tf_loader
 
-    path = request["model"]
+    path = request["inputs"][0]
     signature = request.get("signature") or "serving_default"
     try:
         graph_def, inputs, outputs, rename = tf_loader.from_saved_model(
-            path, list(request["inputs"]) or None, list(request["outputs"]) or None,
+            path, list(request["input_names"]) or None, list(request["output_names"]) or None,
             signatures=[signature], return_tensors_to_rename=True)
     except Exception as e:  # noqa: BLE001 - TF raises many types for a bad SavedModel
         raise ModelError(f"cannot load the SavedModel ({_line(e)})", file=path) from None

@@ -1,6 +1,6 @@
 """Small MindSpore nets exported to MindIR, for the MindIR frontend's tests (needs the
 ``mindspore`` extra; run through ``gerules.frontends.isolate.run_isolated``, so the calling
-process never imports MindSpore).
+process never imports MindSpore; with ``sandbox=False``, since it writes into ``folder``).
 
 ``build({"kinds", "folder", "seed"}, output)`` builds each net with random weights (and
 BatchNorm statistics), exports ``<kind>.mindir`` in inference mode, runs MindSpore itself on

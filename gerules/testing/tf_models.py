@@ -1,6 +1,6 @@
 """Small TensorFlow models built in code for the TensorFlow frontend's tests (needs the
 ``tensorflow`` extra; run through ``gerules.frontends.isolate.run_isolated`` so the calling
-process never imports TensorFlow).
+process never imports TensorFlow; with ``sandbox=False``, since it writes into ``folder``).
 
 ``build({"kinds", "folder", "seed"}, output)`` builds each Keras model with random weights
 (BatchNormalization statistics too), writes it as a frozen GraphDef (``<kind>.pb``, input

@@ -276,7 +276,7 @@ def test_bad_files_are_refused(tmp_path: Path) -> None:
         caffe.convert(tmp_path)
     with pytest.raises(ModelError, match="weight blob 0 .* is missing"):
         caffe.convert(prototxt)
-    with pytest.raises(ResourceLimit, match="limit"):
+    with pytest.raises(ResourceLimit, match="at most 10 bytes"):
         from gerules.frontends.files import read_capped
         read_capped(prototxt, 10)
 

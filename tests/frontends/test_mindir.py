@@ -24,12 +24,17 @@ pytestmark = [pytest.mark.skipif(importlib.util.find_spec("mindspore") is None, 
               pytest.mark.mindspore]
 
 
+# The builder is our own code writing into the test's folder: no sandbox (it would confine
+# writes to the worker's private folder).
+BUILD = IsolationLimits(seconds=900, memory_bytes=16 << 30, sandbox=False)
+
+
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     folder = tmp_path_factory.mktemp("mindir")
     data = run_isolated("gerules.testing.ms_models:build",
                         {"kinds": ["cnn", "resnet"], "folder": str(folder), "seed": 0},
-                        limits=IsolationLimits(seconds=900))
+                        limits=BUILD)
     return json.loads(data)
 
 

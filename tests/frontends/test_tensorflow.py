@@ -30,13 +30,18 @@ def test_without_the_extra_the_message_names_it(monkeypatch: pytest.MonkeyPatch,
         tensorflow.convert(tmp_path / "m.pb")
 
 
+# The builder is our own code writing into the test's folder: no sandbox (it would confine
+# writes to the worker's private folder).
+BUILD = IsolationLimits(seconds=900, memory_bytes=16 << 30, sandbox=False)
+
+
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     folder = tmp_path_factory.mktemp("tf")
     data = run_isolated("gerules.testing.tf_models:build",
                         {"kinds": ["cnn", "resnet", "transformer", "igamma"],
                          "folder": str(folder), "seed": 0},
-                        limits=IsolationLimits(seconds=900))
+                        limits=BUILD)
     return json.loads(data)
 
 
