@@ -126,6 +126,7 @@ def om_info(om: OmFile) -> dict[str, Any]:
         "file": om.path, "bytes": om.header.file_size,
         "format_version": f"{om.header.major}.{om.header.minor}", "producer": c.producer,
         "soc_version": c.soc_version, "command_line": c.command_line,
+        "framework": report.get("framework", "onnx"),
         "opt_level": options.get("opt_level"), "precision_mode": options.get("precision_mode"),
         "inputs": [{"name": v.name, "type": str(v.type)} for v in c.graph.inputs],
         "outputs": [{"name": v.name, "type": str(v.type)} for v in c.graph.outputs],
@@ -143,8 +144,8 @@ def om_info(om: OmFile) -> dict[str, Any]:
 def om_info_text(info: dict[str, Any]) -> str:
     lines = [f"model: {info['file']} ({mib(info['bytes'])}, format {info['format_version']}, "
              f"{info['producer']})",
-             f"soc_version: {info['soc_version']}  opt level: {info['opt_level']}  precision: "
-             f"{info['precision_mode']}",
+             f"source framework: {info['framework']}  soc_version: {info['soc_version']}  "
+             f"opt level: {info['opt_level']}  precision: {info['precision_mode']}",
              f"command line: {info['command_line'] or '(not recorded)'}"]
     lines += [f"input  {x['name']}: {x['type']}" for x in info["inputs"]]
     lines += [f"output {x['name']}: {x['type']}" for x in info["outputs"]]

@@ -6,7 +6,8 @@ process never imports TensorFlow; with ``sandbox=False``, since it writes into `
 (BatchNormalization statistics too), writes it as a frozen GraphDef (``<kind>.pb``, input
 node ``input``) and as a SavedModel folder (``<kind>_saved``, signature input ``input``),
 runs TensorFlow itself on a seeded random input and writes JSON to ``output``: per kind the
-paths, the input and TensorFlow's output (as nested lists) and the output node's name.
+paths, the input and TensorFlow's output (as nested lists), the output node's name and the
+name of the first Relu node.
 
 Kinds: ``cnn`` (Conv/BN/ReLU/pool/Dense), ``resnet`` (conv-BN-ReLU stem, two residual
 blocks, one with a strided projection, global pooling, Dense, softmax), ``transformer`` (one
@@ -111,5 +112,7 @@ def _build(kind: str, folder: Path, rng: np.random.Generator) -> dict[str, Any]:
     tf.saved_model.save(module, str(saved), signatures=module.serve)
     x = rng.standard_normal(SHAPES[kind]).astype(np.float32)
     y = np.asarray(frozen(tf.constant(x))[0])
+    relus = [n.name for n in frozen.graph.as_graph_def().node if n.op == "Relu"]
     return {"pb": str(pb), "saved_model": str(saved), "input": x.tolist(),
-            "output": y.tolist(), "output_node": frozen.outputs[0].name.split(":")[0]}
+            "output": y.tolist(), "output_node": frozen.outputs[0].name.split(":")[0],
+            "first_relu": relus[0] if relus else None}

@@ -201,12 +201,16 @@ def test_resnet_through_the_atc_command_line(tmp_path: Path,
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["framework"] == "caffe" and report["source"] == str(prototxt)
     assert "BatchNormalization" not in report["final"]["ops"]  # folded into the convolutions
-    model = Model.load(f"{out}.om")
     x = np.random.default_rng(5).standard_normal((2, 3, 16, 16)).astype(np.float32)
     want = _reference(net, {"data": x}, ["prob"])
-    _close(model.run({"data": x}), want)
-    assert main(["run", f"{out}.om"]) == 0
+    _close(Model.load(f"{out}.om").run({"data": x}), want)
+    np.save(tmp_path / "x.npy", x)
+    assert main(["run", f"{out}.om", f"--input=data={tmp_path / 'x.npy'}",
+                 f"--output-dir={tmp_path / 'got'}"]) == 0
     assert "prob" in capsys.readouterr().out
+    _close({"prob": np.load(tmp_path / "got" / "prob.npy")}, want)
+    assert main(["--mode=6", f"--om={out}.om"]) == 0
+    assert "source framework: caffe" in capsys.readouterr().out
 
 
 def test_precheck_names_unsupported_layers(tmp_path: Path,
