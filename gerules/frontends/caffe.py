@@ -303,6 +303,8 @@ class _Builder:
         self._input(tops[0], dims, f"{layer.type} layer '{layer.name}' top")
 
     def _convert(self, layer: Any) -> list[str]:
+        if not layer.name:
+            raise ModelError(f"a {layer.type or 'typeless'} layer without a name")
         missing = [b for b in layer.bottom if b not in self.current]
         if missing:
             raise ModelError(f"bottom '{missing[0]}' is not produced by any earlier layer "
@@ -327,7 +329,9 @@ class _Builder:
                 outs = CONVERTERS[layer.type](Layer(self.g, layer, blobs, bottoms, tops))
             except GeError as e:
                 raise e.with_place(node=layer.name, op=layer.type)
-            assert [t.name for t in outs] == tops, (layer.name, outs, tops)
+            if len(outs) != len(tops):
+                raise ModelError(f"has {len(tops)} tops; this layer makes {len(outs)}",
+                                 node=layer.name, op=layer.type)
         for blob, tensor in zip(layer.top, tops, strict=True):
             self.current[blob] = self.g[tensor]
         return list(layer.top)

@@ -46,6 +46,7 @@ DTYPES = {FLOAT: np.float32, UINT8: np.uint8, INT8: np.int8, INT16: np.int16,
           INT32: np.int32, INT64: np.int64, BOOL: np.bool_, FLOAT16: np.float16,
           DOUBLE: np.float64}
 PAD_MODES = {0: "pad", 1: "same", 2: "valid"}  # MindSpore's PadMode enum
+INTS = (int, tuple)  # a size given as one int or a tuple
 FORMATS = {0: "NCHW", 1: "NHWC"}
 
 
@@ -79,10 +80,25 @@ def read_model(path: str | os.PathLike[str]) -> Any:
     model = read_message(path, proto()["ModelProto"](), "MindIR file")
     if not model.HasField("graph") or not len(model.graph.node):
         raise ModelError("not a MindIR model: it holds no graph", file=where)
+    _check_text(model, where)
     if len(model.functions):
         raise ModelError(f"the model calls {len(model.functions)} sub-graphs (functions); only "
                          "a single inlined inference graph is supported", file=where)
     return model
+
+
+def _check_text(model: Any, where: str) -> None:
+    """Every name we read is text: protobuf hands back ``bytes`` for invalid UTF-8."""
+    g = model.graph
+    names = [g.name, *(p.name for p in g.parameter), *(v.name for v in (*g.input, *g.output))]
+    for n in g.node:
+        names += [n.name, n.op_type, *n.input, *n.output, *(a.name for a in n.attribute)]
+    for p in model.primitives:
+        names += [p.name, p.op_type, *(a.name for a in p.attribute)]
+    for name in names:
+        if not isinstance(name, str):
+            shown = bytes(name).decode("utf-8", "replace")
+            raise ModelError(f"the name {shown!r} is not valid UTF-8", file=where)
 
 
 def short(name: str) -> str:
@@ -196,22 +212,33 @@ class Call:
     def name(self) -> str:
         return self.b.node_name(self.node)
 
-    def attr(self, name: str, index: int | None = None, default: Any = None) -> Any:
-        """An attribute: from the primitive (old style) or input ``index`` (new style)."""
-        for a in self.prim.attribute:
-            if a.name == name:
-                return attr_value(a, self.name)
-        if index is not None and index < len(self.args):
-            return self.args[index]
-        if default is not None:
-            return default
-        raise self.error(f"missing attribute '{name}'")
+    def attr(self, name: str, index: int | None = None, default: Any = None,
+             kind: type | tuple[type, ...] = object) -> Any:
+        """An attribute: from the primitive (old style) or input ``index`` (new style), of
+        Python type ``kind`` (a tuple's items are ints or floats)."""
+        value = default
+        found = [a for a in self.prim.attribute if a.name == name]
+        if found:
+            value = attr_value(found[0], self.name)
+        elif index is not None and index < len(self.args):
+            value = self.args[index]
+        elif default is None:
+            raise self.error(f"missing attribute '{name}'")
+        if not isinstance(value, kind) or isinstance(value, bool) and kind in (int, float) or (
+                isinstance(value, tuple) and not all(isinstance(v, int | float) for v in value)):
+            raise self.error(f"attribute '{name}' has the wrong kind of value: {value!r:.80}")
+        return value
+
+    def arg(self, k: int) -> Any:
+        if k >= len(self.args):
+            raise self.error(f"needs {k + 1} inputs, has {len(self.args)}")
+        return self.args[k]
 
     def error(self, message: str) -> ModelError:
         return ModelError(message, node=self.name, op=self.prim.op_type)
 
     def tensor(self, k: int) -> Tensor:
-        value = self.args[k] if k < len(self.args) else None
+        value = self.arg(k)
         if isinstance(value, _Param):
             return self.b.const(value)
         if isinstance(value, Tensor):
@@ -222,7 +249,7 @@ class Call:
         raise self.error(f"input {k} is not a tensor ({type(value).__name__})")
 
     def array(self, k: int) -> np.ndarray | None:
-        value = self.args[k]
+        value = self.arg(k)
         return value.array if isinstance(value, _Param) else None
 
     def op(self, op: str, *inputs: Any, **attrs: Any) -> Tensor:
@@ -242,7 +269,7 @@ class _Builder:
         self.names: set[str] = set()
 
     def node_name(self, node: Any) -> str:
-        return short(node.name) or node.output[0]
+        return short(node.name) or (node.output[0] if len(node.output) else "(unnamed)")
 
     def const(self, p: _Param) -> Tensor:
         if p.name not in self.consts:
@@ -280,6 +307,8 @@ class _Builder:
         self.values[v.name] = self.g.input(name, dims, np.dtype(dtype).name)
 
     def _node(self, node: Any) -> None:
+        if not len(node.output):
+            raise ModelError("a node without outputs", node=self.node_name(node))
         if node.op_type == "Constant":
             value = attr_value(node.attribute[0], short(node.name)) if len(
                 node.attribute) else None
@@ -301,8 +330,13 @@ class _Builder:
             result = convert_op(call)
         except GeError as e:
             raise e.with_place(node=call.name, op=prim.op_type)
-        for k, out in enumerate(node.output):
-            self.values[out] = result if len(node.output) == 1 else result[k]
+        if len(node.output) == 1:
+            self.values[node.output[0]] = result
+            return
+        if not isinstance(result, tuple) or len(result) != len(node.output):
+            raise ModelError(f"has {len(node.output)} outputs; {prim.op_type} makes one",
+                             node=call.name, op=prim.op_type)
+        self.values.update(zip(node.output, result, strict=True))
 
 
 # ----------------------------------------------------------------------------- ops
@@ -315,7 +349,7 @@ def _pairs(values: Any, call: Call, what: str) -> list[int]:
     values = list(values)
     if len(values) == 4:
         values = values[2:]
-    if len(values) != 2:
+    if len(values) != 2 or not all(isinstance(v, int) for v in values):
         raise call.error(f"{what} {values} is not a 2-D size")
     return [int(v) for v in values]
 
@@ -343,37 +377,40 @@ def _window(call: Call, mode: Any, kernel: list[int], pads: Sequence[int] = (0, 
 
 def conv2d(c: Call) -> Tensor:
     _format(c, None)
-    kernel = _pairs(c.attr("kernel_size"), c, "kernel_size")
-    attrs = _window(c, c.attr("pad_mode"), kernel, c.attr("pad_list", None, (0, 0, 0, 0)))
+    kernel = _pairs(c.attr("kernel_size", kind=INTS), c, "kernel_size")
+    attrs = _window(c, c.attr("pad_mode", kind=(str, int)), kernel,
+                    c.attr("pad_list", None, (0, 0, 0, 0), kind=tuple))
     return c.op("Conv", c.tensor(0), c.tensor(1), kernel_shape=kernel,
-                strides=_pairs(c.attr("stride"), c, "stride"),
-                dilations=_pairs(c.attr("dilation", None, 1), c, "dilation"),
-                group=int(c.attr("group", None, 1)), **attrs)
+                strides=_pairs(c.attr("stride", kind=INTS), c, "stride"),
+                dilations=_pairs(c.attr("dilation", None, 1, kind=INTS), c, "dilation"),
+                group=c.attr("group", None, 1, kind=int), **attrs)
 
 
 def pool(op: str) -> Callable[[Call], Tensor]:
     def convert(c: Call) -> Tensor:
         old = any(a.name == "kernel_size" for a in c.prim.attribute)
         _format(c, None if old else 4)
-        kernel = _pairs(c.attr("kernel_size", 1), c, "kernel_size")
-        attrs = _window(c, c.attr("pad_mode", 3), kernel)
+        kernel = _pairs(c.attr("kernel_size", 1, kind=INTS), c, "kernel_size")
+        attrs = _window(c, c.attr("pad_mode", 3, kind=(str, int)), kernel)
         extra = {"count_include_pad": 0} if op == "AveragePool" else {}
         return c.op(op, c.tensor(0), kernel_shape=kernel,
-                    strides=_pairs(c.attr("strides", 2), c, "strides"), **attrs, **extra)
+                    strides=_pairs(c.attr("strides", 2, kind=INTS), c, "strides"), **attrs,
+                    **extra)
     return convert
 
 
 def batch_norm(c: Call) -> tuple[Any, ...]:
-    if c.attr("is_training", 5, False):
+    if c.attr("is_training", 5, False, kind=(bool, int)):
         raise c.error("BatchNorm in training mode (export the net with set_train(False))")
     _format(c, 8)
     y = c.op("BatchNormalization", *(c.tensor(k) for k in range(5)),
-             epsilon=float(np.float32(c.attr("epsilon", 6, 1e-5))))
+             epsilon=float(np.float32(c.attr("epsilon", 6, 1e-5, kind=(float, int)))))
     return (y, None, None, None, None)
 
 
 def matmul(c: Call) -> Tensor:
-    ta, tb = bool(c.attr("transpose_a", 2, False)), bool(c.attr("transpose_b", 3, False))
+    ta = bool(c.attr("transpose_a", 2, False, kind=(bool, int)))
+    tb = bool(c.attr("transpose_b", 3, False, kind=(bool, int)))
     a, b = c.tensor(0), c.tensor(1)
     if ta:
         a = c.aux("transpose_a", "Transpose", a, perm=[1, 0])
@@ -414,26 +451,27 @@ def _axes(value: Any) -> list[int]:
 
 
 def softmax(c: Call) -> Tensor:
-    axes = _axes(c.attr("axis", 1, -1))
+    axes = _axes(c.attr("axis", 1, -1, kind=INTS))
     if len(axes) != 1:
         raise c.error(f"softmax over several axes {axes} is not supported")
     return c.op("Softmax", c.tensor(0), axis=axes[0])
 
 
 def reduce_mean(c: Call) -> Tensor:
-    axes = c.attr("axis", 1, ())
+    axes = c.attr("axis", 1, (), kind=INTS)
     x = c.tensor(0)
     axes = _axes(axes) if axes != () else list(range(x.rank or 0))
-    keep = int(bool(c.attr("keep_dims", 2, False)))
+    keep = int(bool(c.attr("keep_dims", 2, False, kind=(bool, int))))
     return c.op("ReduceMean", x, np.array(axes, np.int64), keepdims=keep)
 
 
 def reshape(c: Call) -> Tensor:
-    return c.op("Reshape", c.tensor(0), np.array(_axes(c.args[1]), np.int64))
+    return c.op("Reshape", c.tensor(0), np.array(_axes(c.attr("shape", 1, kind=INTS)),
+                                                 np.int64))
 
 
 def transpose(c: Call) -> Tensor:
-    return c.op("Transpose", c.tensor(0), perm=_axes(c.args[1]))
+    return c.op("Transpose", c.tensor(0), perm=_axes(c.attr("perm", 1, kind=INTS)))
 
 
 def flatten(c: Call) -> Tensor:
@@ -441,15 +479,17 @@ def flatten(c: Call) -> Tensor:
 
 
 def concat(c: Call) -> Tensor:
-    items = c.args[0]
+    items = c.arg(0)
     if not isinstance(items, tuple):
         raise c.error("Concat takes a tuple of tensors")
     inputs = [c.b.const(t) if isinstance(t, _Param) else t for t in items]
-    return c.op("Concat", *inputs, axis=int(c.attr("axis", 1, 0)))
+    if not all(isinstance(t, Tensor) for t in inputs):
+        raise c.error("Concat takes a tuple of tensors")
+    return c.op("Concat", *inputs, axis=c.attr("axis", 1, 0, kind=int))
 
 
 def load(c: Call) -> Any:
-    return c.args[0]
+    return c.arg(0)
 
 
 def make_tuple(c: Call) -> tuple[Any, ...]:
@@ -457,7 +497,7 @@ def make_tuple(c: Call) -> tuple[Any, ...]:
 
 
 def tuple_get_item(c: Call) -> Any:
-    items, index = c.args[0], c.args[1]
+    items, index = c.arg(0), c.arg(1)
     if not isinstance(items, tuple) or not isinstance(index, int) or not (
             0 <= index < len(items)) or items[index] is None:
         raise c.error(f"takes output {index} of something that does not provide it")
