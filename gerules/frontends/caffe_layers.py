@@ -70,7 +70,8 @@ class Layer:
 
     def aux(self, what: str, op: str, *inputs: Any, **attrs: Any) -> Tensor:
         """A helper op, ``<layer>/<what>``."""
-        return self.g.op(op, *inputs, name=f"{self.name}/{what}", **attrs)
+        out: Tensor = self.g.op(op, *inputs, name=f"{self.name}/{what}", **attrs)
+        return out
 
     def const(self, what: str, value: np.ndarray) -> Tensor:
         return self.g.const(np.ascontiguousarray(value), name=f"{self.name}.{what}")

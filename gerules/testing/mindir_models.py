@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..frontends.mindir import BOOL, FLOAT, INT64, STRING, TUPLE, UMONAD, proto
+from ..frontends.mindir_values import BOOL, FLOAT, INT64, STRING, TUPLE, UMONAD, proto
 
 SCOPE = "1_Net_construct_2:"
 

@@ -12,7 +12,7 @@ from fuzz_seeds import FUZZ, check
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gerules.frontends.mindir import proto
+from gerules.frontends.mindir_values import proto
 from gerules.testing import fuzz
 from gerules.testing.mindir_models import tiny_mindir
 from gerules.testing.mutate import mutate_bytes, mutate_message
