@@ -7,8 +7,11 @@
   needs the ``torch`` extra and imports it only when called.
 - ``caffe`` (+ ``caffe_layers``, ``caffe.proto``): ``.prototxt`` + ``.caffemodel``, read
   natively with protobuf.
-- ``mindir`` (+ ``mindir.proto``): MindSpore ``.mindir``, read natively with protobuf.
+- ``mindir`` (+ ``mindir_values``, ``mindir_ops``, ``mindir.proto``): MindSpore ``.mindir``,
+  read natively with protobuf.
 - ``tensorflow`` (+ ``tf_worker``): frozen ``.pb`` or SavedModel through tf2onnx, run in a
   separate limited process by ``isolate.run_isolated``; needs the ``tensorflow`` extra.
 - ``protodef`` (message classes from a ``.proto`` text), ``files`` (the capped reader).
+- ``isolate`` + ``worker`` + ``landlock``: the limited worker process where code from a model
+  may run.
 """
