@@ -246,10 +246,10 @@ def _no_alias_loader() -> type:
     """Built on first use: importing yaml costs start-up time."""
     import yaml
 
-    class NoAliasLoader(yaml.SafeLoader):
+    class NoAliasLoader(yaml.SafeLoader):  # type: ignore[misc]
         """``yaml.SafeLoader`` that refuses anchors and aliases and deep nesting."""
 
-        def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+        def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
                 event = self.peek_event()
                 raise yaml.composer.ComposerError(

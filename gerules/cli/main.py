@@ -147,6 +147,9 @@ class _Guarded(io.TextIOBase):
     def isatty(self) -> bool:
         return self._inner.isatty()
 
+    def __getattr__(self, name: str) -> Any:  # encoding, buffer, ...: the real stream's
+        return getattr(self._inner, name)
+
     def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         try:
             return fn(*args)
