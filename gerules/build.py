@@ -7,7 +7,10 @@ Invariants:
   dims are bound, shapes re-inferred, and the memory planned for that variant alone.
 - The written file is read back through the full loader checks before ``build_om`` returns
   only when ``check=True``; the plan itself is always verified by the planner.
-- ``REPORT`` holds the caller's report plus ``"memory"``: the figures of every variant.
+- ``build_om``'s ``REPORT`` holds the caller's report plus ``"memory"``: the figures of every
+  variant. ``plan_variants`` + ``write`` are the same two halves for callers that put the
+  figures into their own report first (``compile_model``).
+- ``reuse=False`` (atc's ``--disable_reuse_memory``) gives every tensor its own block.
 - A variant with a tensor over ``MAX_TENSOR_BYTES`` (a ``ConstantOfShape`` memory bomb) is
   refused with ``ResourceLimit`` naming the tensor before anything is planned or written.
 """
@@ -58,25 +61,50 @@ def build_om(graph: Graph, output: str | Path, *, options: Mapping[str, Any] | N
              registry: Registry | None = None) -> BuildResult:
     """Plan ``graph`` (one variant per ``dims`` entry) and write ``output`` atomically."""
     start = time.perf_counter()
-    registry = registry or default_registry()
     path = check_output_path(output)
+    base, variants = plan_variants(graph, dims, streams=streams, memory_aware=memory_aware,
+                                   registry=registry)
+    report = {**dict(report or {}), "memory": memory_figures(variants)}
+    return write(base, variants, path, options=options, report=report,
+                 command_line=command_line, check=check, registry=registry, start=start)
+
+
+def plan_variants(graph: Graph, dims: Sequence[Mapping[str, int]], *, streams: int = 1,
+                  memory_aware: bool = True, reuse: bool = True,
+                  registry: Registry | None = None) -> tuple[Graph, tuple[Variant, ...]]:
+    """The verified graph and one planned variant per ``dims`` entry."""
+    registry = registry or default_registry()
     base = verify(graph, registry)
-    variants = tuple(plan_variant(base, d, streams=streams, memory_aware=memory_aware,
-                                  registry=registry) for d in dims)
+    return base, tuple(plan_variant(base, d, streams=streams, memory_aware=memory_aware,
+                                    reuse=reuse, registry=registry) for d in dims)
+
+
+def memory_figures(variants: Sequence[Variant]) -> dict[str, dict[str, Any]]:
+    """Variant name -> its memory figures (JSON)."""
+    return {v.name: v.plan.figures.to_json() for v in variants if v.plan.figures}
+
+
+def write(base: Graph, variants: tuple[Variant, ...], output: str | Path, *,
+          options: Mapping[str, Any] | None = None, report: Mapping[str, Any] | None = None,
+          command_line: str = "", check: bool = False, registry: Registry | None = None,
+          start: float | None = None) -> BuildResult:
+    """Write planned variants as the ``.om`` ``output`` (atomically); ``report`` as given."""
+    start = time.perf_counter() if start is None else start
+    path = check_output_path(output)
     options = dict(options or {})
     contents = OmContents(base, variants, str(options.get("soc_version", DEFAULT_SOC)),
                           options, command_line, producer=f"gerules {_version()}")
-    memory = {v.name: v.plan.figures.to_json() for v in variants if v.plan.figures}
-    write_om(path, contents, {**dict(report or {}), "memory": memory})
+    write_om(path, contents, dict(report or {}))
     if check:
-        OmFile(path, registry=registry).close()
+        OmFile(path, registry=registry or default_registry()).close()
     seconds = time.perf_counter() - start
     log.info("wrote %s (%d variant(s)) in %.2f s", path, len(variants), seconds)
     return BuildResult(path, variants, seconds)
 
 
 def plan_variant(graph: Graph, dims: Mapping[str, int], *, streams: int = 1,
-                 memory_aware: bool = True, registry: Registry | None = None) -> Variant:
+                 memory_aware: bool = True, reuse: bool = True,
+                 registry: Registry | None = None) -> Variant:
     """One compiled variant: ``dims`` bound, shapes inferred, memory planned and verified."""
     registry = registry or default_registry()
     bound = verify(bind_dims(graph, dims), registry) if dims else graph
@@ -86,7 +114,8 @@ def plan_variant(graph: Graph, dims: Mapping[str, int], *, streams: int = 1,
                              "them with --input_shape, or compile one variant per batch size)",
                              tensor=v.name)
     check_budget(bound)
-    plan = plan_memory(bound, streams=streams, memory_aware=memory_aware, registry=registry)
+    plan = plan_memory(bound, streams=streams, memory_aware=memory_aware, reuse=reuse,
+                       registry=registry)
     name = ",".join(f"{k}={n}" for k, n in sorted(dims.items())) or "default"
     return Variant(name, dims, bound, plan)
 

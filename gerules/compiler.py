@@ -2,9 +2,10 @@
 
 Steps: fix input shapes (``input_shape``; every symbolic dim bound, except the batch dim when
 compiling for several batch sizes) -> select outputs (``out_nodes``) -> optimize
-(``gerules.opt.optimize``) -> precision (``gerules.precision``: Casts per ``precision_mode``,
-measured error against the float32 graph) -> plan memory and write the ``.om``
-(``gerules.build.build_om``), one variant per batch size.
+(``gerules.opt.optimize``) -> precision (``gerules.precision``: Casts per ``precision_mode``)
+-> check precision (``check_precision``: the error against the float32 graph, measured as
+asked) -> plan memory (``gerules.build.plan_variants``, one variant per batch size) -> the
+record of figures (``gerules.figures``) -> write the ``.om`` (``gerules.build.write``).
 
 Invariants:
 - The ``.om`` holds the optimized graph, the options, the exact command line and the report;
@@ -16,9 +17,11 @@ Invariants:
   given order; nodes nothing needs any more are dropped. Unknown nodes or indices are a
   ``UsageError`` naming them.
 - ``input_format`` is validated and recorded; it never changes the graph (ONNX is NCHW).
-- ``CompileResult.report`` is plain JSON data: source, options, optimize, precision, the final
-  graph's op counts and estimate (``final``: after precision, Casts included), memory figures
-  per variant and the time of every phase (``phases_s``).
+- ``CompileResult.report`` is plain JSON data: source, options, optimize, precision, the
+  record every view reads (``figures``: nodes, estimates, op counts, memory per variant and
+  precision of the source, optimized and final graphs) and the time of every phase
+  (``phases_s``, with the caller's ``phases``, e.g. loading, first). The ``.om`` stores it
+  with the ``write`` phase still running, so its ``phases_s`` ends at ``plan memory``.
 """
 
 from __future__ import annotations
@@ -31,20 +34,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .build import BuildResult, build_om
-from .cost import DEFAULT_SOC, NpuCostModel
+from . import figures
+from .build import BuildResult, memory_figures, plan_variants, write
+from .cost import DEFAULT_SOC, GraphEstimate, NpuCostModel
 from .errors import UsageError
 from .ir.graph import Dim, Graph, TensorType, Value
 from .ir.registry import Registry, default_registry, suggest
 from .ir.verify import verify
 from .opt.optimize import OptimizeOptions, OptimizeReport, optimize
 from .precision import (
+    CHECKS,
+    DEFAULT_CHECK,
     DEFAULT_MODE,
     KeepDtype,
     PrecisionOptions,
     PrecisionReport,
     apply_precision,
-    measure_error,
+    check_precision,
 )
 from .precision.policy import MixChanges
 
@@ -73,7 +79,7 @@ class CompileOptions:
     precision_mode: str = DEFAULT_MODE
     modify_mixlist: MixChanges | None = None  # atc's mixed-precision list changes, parsed
     keep_dtype: KeepDtype = field(default_factory=KeepDtype)
-    measure_error: bool = True  # run both graphs on random inputs when precision changes
+    check_precision: str = DEFAULT_CHECK  # off | quick | full (precision.measure)
 
     def optimize_options(self) -> OptimizeOptions:
         return OptimizeOptions(opt_level=self.opt_level, soc_version=self.soc_version,
@@ -87,6 +93,10 @@ class CompileOptions:
         """Raise ``UsageError`` for a bad value before any work is done."""
         self.optimize_options().check()
         self.precision_options().check()
+        if self.check_precision not in CHECKS:
+            raise UsageError(f"--check_precision: unknown value '{self.check_precision}'"
+                             f"{suggest(self.check_precision, CHECKS)}; choose one of "
+                             f"{', '.join(CHECKS)}")
         if self.input_format and self.input_format not in INPUT_FORMATS:
             raise UsageError(f"--input_format: unknown format '{self.input_format}'"
                              f"{suggest(self.input_format, INPUT_FORMATS)}; choose one of "
@@ -101,6 +111,7 @@ class CompileOptions:
                 "fusion_switch_on": sorted(self.enabled), "streams": self.streams,
                 "memory_aware": self.memory_aware, "input_format": self.input_format or None,
                 "out_nodes": [f"{n}:{k}" for n, k in self.out_nodes],
+                "check_precision": self.check_precision,
                 **self.precision_options().to_json()}
 
 
@@ -217,10 +228,11 @@ def check_input_format(graph: Graph, fmt: str) -> None:
 
 
 class _Phases:
-    """Times each phase and tells ``progress`` when one starts."""
+    """Times each phase and tells ``progress`` when one starts; ``prior`` are phases the
+    caller timed before (loading the model)."""
 
-    def __init__(self, progress: Progress | None) -> None:
-        self.times: dict[str, float] = {}
+    def __init__(self, progress: Progress | None, prior: Mapping[str, float] | None) -> None:
+        self.times: dict[str, float] = dict(prior or {})
         self.progress = progress
 
     @contextmanager
@@ -232,17 +244,25 @@ class _Phases:
             yield
         finally:
             self.times[name] = self.times.get(name, 0.0) + time.perf_counter() - start
+            log.debug("phase %s: %.3f s", name, self.times[name])
+
+    def to_json(self) -> dict[str, float]:
+        return {k: round(v, 4) for k, v in self.times.items()}
 
 
 def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
                   command_line: str = "", source: str = "",
-                  registry: Registry | None = None,
-                  progress: Progress | None = None) -> CompileResult:
-    """Optimize ``graph`` and write ``output`` (a ``.om``); returns what was done."""
-    start = time.perf_counter()
+                  registry: Registry | None = None, progress: Progress | None = None,
+                  phases: Mapping[str, float] | None = None) -> CompileResult:
+    """Optimize ``graph`` and write ``output`` (a ``.om``); returns what was done.
+
+    ``phases`` are times the caller already spent on this conversion (``{"load": s}``); they
+    count in the record's ``phases_s`` and in ``CompileResult.seconds``.
+    """
+    start = time.perf_counter() - sum((phases or {}).values())
     registry = registry or default_registry()
     options.check()
-    phase = _Phases(progress)
+    phase = _Phases(progress, phases)
     dynamic = bool(options.dynamic_batch_size)
     with phase("shapes"):
         graph, batch_dims = _prepare(graph, options, dynamic, registry)
@@ -253,32 +273,39 @@ def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
                                       source_names=[n.label for n in graph.nodes],
                                       fusions=opt_report.fusions,
                                       soc=options.soc_version, registry=registry)
-    dims = [{d: b for d in batch_dims} for b in options.dynamic_batch_size] or [{}]
-    if final is not optimized and options.measure_error:
-        with phase("measure precision error"):
-            prec.errors = measure_error(optimized, final, dims=dims[0], registry=registry)
+    gears = [{d: b for d in batch_dims} for b in options.dynamic_batch_size] or [{}]
+    model = NpuCostModel(options.soc_version, registry)
+    final_estimate = opt_report.estimate_after if final is optimized else model.graph(final)
+    with phase("check precision"):
+        checked = _check(optimized, final, gears, options.check_precision, final_estimate,
+                         registry)
+    with phase("plan memory"):
+        base, variants = plan_variants(final, gears, streams=options.streams,
+                                       memory_aware=options.memory_aware, registry=registry)
+    estimates = {"source": opt_report.estimate_before, "optimized": opt_report.estimate_after,
+                 "final": final_estimate}
+    ops = {"source": opt_report.ops_before, "final": final.op_counts()}
+    record = figures.record(estimates, ops, memory_figures(variants),
+                            {"mode": options.precision_mode, **checked})
     report = {"source": source, "options": options.to_json(),
               "optimize": opt_report.to_json(), "precision": prec.to_json(),
-              "final": _final(final, opt_report if final is optimized else None,
-                              options.soc_version, registry),
-              "phases_s": {k: round(v, 4) for k, v in phase.times.items()}}
-    with phase("plan memory and write"):
-        build = build_om(final, output, options=options.to_json(), report=report,
-                         command_line=command_line, streams=options.streams,
-                         memory_aware=options.memory_aware, dims=dims, registry=registry)
-    report["memory"] = {v.name: v.plan.figures.to_json() for v in build.variants
-                        if v.plan.figures}
-    report["phases_s"] = {k: round(v, 4) for k, v in phase.times.items()}
+              "figures": record, "phases_s": phase.to_json()}
+    with phase("write"):
+        build = write(base, variants, output, options=options.to_json(), report=report,
+                      command_line=command_line, registry=registry)
+    report["phases_s"] = phase.to_json()
     return CompileResult(build.path, final, opt_report, build, time.perf_counter() - start,
                          report, prec, dict(phase.times), optimized)
 
 
-def _final(graph: Graph, unchanged: OptimizeReport | None, soc: str, registry: Registry
-           ) -> dict[str, Any]:
-    """Op counts and estimate of the graph written (after precision: Casts included)."""
-    estimate = (unchanged.estimate_after if unchanged is not None
-                else NpuCostModel(soc, registry).graph(graph))
-    return {"nodes": len(graph.nodes), "ops": graph.op_counts(), "estimate": estimate.to_json()}
+def _check(reference: Graph, final: Graph, gears: Sequence[Mapping[str, int]], level: str,
+           estimate: GraphEstimate, registry: Registry) -> dict[str, Any]:
+    """The record's precision entry: unchanged, or checked at ``level``."""
+    if final is reference:
+        return {"check": level, "status": "unchanged", "outputs": [],
+                "note": "nothing changed dtype"}
+    flops = sum(est.flops for _, est in estimate.nodes)
+    return check_precision(reference, final, gears, level, flops=flops, registry=registry)
 
 
 def _prepare(graph: Graph, options: CompileOptions, dynamic: bool, registry: Registry

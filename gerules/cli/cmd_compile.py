@@ -14,6 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 from ..compiler import CompileOptions, compile_model
@@ -22,7 +23,7 @@ from ..fileio import check_output_path
 from ..ir.graph import Graph
 from ..onnx_io import DEFAULT_MAX_TENSOR_BYTES, load_model
 from ..onnx_io.load import read_file
-from . import atc, options, summary
+from . import atc, options, started, summary
 from .progress import Progress
 
 
@@ -125,17 +126,22 @@ def _compile(args: argparse.Namespace, source: Path, framework: str) -> int:
     opts = compile_options(args)
     with Progress() as progress:
         progress(f"load {framework} model")
+        start = time.perf_counter()
         graph = _load(source, framework, opts)
+        loaded = {"start": start - started(), "load": time.perf_counter() - start}
         try:
             result = compile_model(graph, opts, output, command_line=args.command_line,
-                                   source=str(source), progress=progress)
+                                   source=str(source), progress=progress, phases=loaded)
         except (ModelError, ResourceLimit) as e:  # found in the model after loading it
             raise e.with_place(file=str(source))
+        phases = dict(result.phases)
+        start = time.perf_counter()
         written = _write_report(args, result, progress) if args.report else []
-    print(summary.optimize_summary(result.optimize))
-    print(summary.precision_summary(result.report["precision"]))
-    print()
-    print(summary.build_summary(result.build))
+        if written:
+            phases["report"] = time.perf_counter() - start
+    print(summary.conversion_summary(result.report, phases))
+    print(f"wrote {result.path} ({summary.mib(result.path.stat().st_size)}, "
+          f"{len(result.build.variants)} variant(s))")
     for path in written:
         print(f"wrote {path}")
     return 0

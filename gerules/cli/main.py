@@ -21,6 +21,7 @@ import traceback
 from collections.abc import Sequence
 
 from ..errors import GeError
+from . import mark_start
 from .atc import route
 
 PROG = "ge-rewrite"
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    mark_start()
     try:  # importing the subcommands takes a moment: Ctrl-C then is no traceback either
         parser = build_parser()
     except KeyboardInterrupt:

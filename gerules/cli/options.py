@@ -20,7 +20,14 @@ from ..ir.verify import verify
 from ..onnx_io import DEFAULT_MAX_TENSOR_BYTES, load_model
 from ..opt.optimize import LEVELS, TARGETS, OptimizeOptions, rule_library
 from ..opt.switches import ATC_NAMES, Switches, read_switch_file
-from ..precision import DEFAULT_MODE, MODES, KeepDtype, read_keep_dtype, read_mixlist
+from ..precision import (
+    DEFAULT_CHECK,
+    DEFAULT_MODE,
+    MODES,
+    KeepDtype,
+    read_keep_dtype,
+    read_mixlist,
+)
 from ..precision.policy import check_mode
 
 log = logging.getLogger(__name__)
@@ -110,6 +117,9 @@ def add_conversion_flags(p: argparse.ArgumentParser) -> None:
                    help="atc's black/white/gray list changes (allow_mix_precision only)")
     p.add_argument("--keep_dtype", metavar="FILE",
                    help="nodes (or OpType::Name) that keep their original dtype, one a line")
+    p.add_argument("--check_precision", default=DEFAULT_CHECK, metavar="off|quick|full",
+                   help="measure the output error of a precision change: off, quick (default: "
+                   "one draw when it is cheap) or full (every gear, several draws)")
 
 
 def conversion_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -121,6 +131,7 @@ def conversion_options(args: argparse.Namespace) -> dict[str, Any]:
         "precision_mode": args.precision_mode,
         "modify_mixlist": read_mixlist(args.modify_mixlist) if args.modify_mixlist else None,
         "keep_dtype": read_keep_dtype(args.keep_dtype) if args.keep_dtype else KeepDtype(),
+        "check_precision": args.check_precision.strip().lower(),
     }
 
 

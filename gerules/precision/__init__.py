@@ -7,7 +7,8 @@ Public API:
   (``drop_noop_cast``, ``drop_cast_round_trip``);
 - ``estimate_fp16(graph, soc)``: what ``force_fp16`` would give according to the cost model
   (reported under ``must_keep_origin_dtype``, which changes nothing);
-- ``measure_error``: measured output error against the float32 graph on random inputs.
+- ``measure_error``: measured output error against the float32 graph on random inputs;
+  ``check_precision``: what a conversion measures (``--check_precision=off|quick|full``).
 
 Invariants:
 - ``must_keep_origin_dtype`` returns the graph object unchanged.
@@ -32,7 +33,7 @@ from ..ir.graph import Graph, Node
 from ..ir.registry import Registry, default_registry, suggest
 from ..memory.plan import weights_bytes
 from .casts import Conversion, Decide, convert
-from .measure import OutputError, measure_error
+from .measure import CHECKS, DEFAULT_CHECK, OutputError, check_precision, measure_error
 from .policy import (
     DEFAULT_MODE,
     FORCE_FP16,
@@ -54,8 +55,9 @@ from .policy import (
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "DEFAULT_MODE", "MODES", "KeepDtype", "MixList", "OutputError", "PrecisionOptions",
-    "PrecisionReport", "apply_precision", "estimate_fp16", "measure_error", "members",
+    "CHECKS", "DEFAULT_CHECK", "DEFAULT_MODE", "MODES", "KeepDtype", "MixList", "OutputError",
+    "PrecisionOptions", "PrecisionReport", "apply_precision", "check_precision", "estimate_fp16",
+    "measure_error", "members",
     "parse_keep_dtype", "parse_mixlist", "read_keep_dtype", "read_mixlist",
 ]
 
@@ -90,7 +92,6 @@ class PrecisionReport:
     casts_after_rules: int = 0  # Cast nodes left after the simplify rules ran
     casts_before_rules: int = 0
     black: list[str] = field(default_factory=list)
-    errors: list[OutputError] = field(default_factory=list)
     estimate: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -110,10 +111,6 @@ class PrecisionReport:
                 "weight_saturated": c.overflow})
         if self.mode == MIX:
             out["black_list"] = self.black
-        if self.errors:
-            out["error"] = {"reference": "the optimized graph in its original dtypes",
-                            "inputs": "random: floats N(0,1), integers and bools 0 or 1, seed 0",
-                            "outputs": [e.to_json() for e in self.errors]}
         return out
 
 

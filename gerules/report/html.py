@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from .. import figures
 from .svg import Block, Pair, esc, lifetime_chart, paired_bars
 
 SECTIONS = ("summary", "ops", "latency", "fusions", "rejected", "precision", "memory",
@@ -111,23 +112,18 @@ def _card(value: str, label: str) -> str:
 
 
 def summary(r: Mapping[str, Any]) -> str:
-    opt, opts = r.get("optimize", {}), r.get("options", {})
-    est = opt.get("estimate", {})
-    before = est.get("before", {}).get("total_us", 0.0)
-    after = (r.get("final") or {}).get("estimate", {}).get(
-        "total_us", est.get("after", {}).get("total_us", 0.0))
-    first: Mapping[str, Any] = next(iter(r.get("memory", {}).values()), {})
-    speed = before / after if after else 0.0
+    rec, opts = figures.of_report(r), r.get("options", {})
+    h = figures.headline(rec)
+    first: Mapping[str, Any] = next(iter(rec.get("memory", {}).values()), {})
+    phases = r.get("phases_s", {})
     cards = [
-        _card(f"{opt.get('nodes', {}).get('before', 0)} \u2192 "
-              f"{(r.get('final') or {}).get('nodes', opt.get('nodes', {}).get('after', 0))}",
-              "nodes before \u2192 after"),
-        _card(f"{before:,.0f} \u2192 {after:,.0f} \u00b5s",
-              f"latency ({speed:.2f}x), estimate"),
+        _card(f"{h.nodes_source} \u2192 {h.nodes_final}", "nodes before \u2192 after"),
+        _card(f"{h.us_source:,.0f} \u2192 {h.us_final:,.0f} \u00b5s",
+              f"latency ({h.speedup:.2f}x), estimate"),
         _card(mib(first.get("arena")), f"arena (no reuse: {mib(first.get('no_reuse'))})"),
         _card(mib(first.get("weights")), "weights"),
         _card(str(opts.get("precision_mode", "")), "precision mode"),
-        _card(f"{r.get('seconds', 0):.2f} s", "conversion time"),
+        _card(f"{sum(phases.values()):.2f} s", "conversion time"),
     ]
     facts = [("model", r.get("source", "")), ("output", r.get("output", "")),
              ("SoC", opts.get("soc_version", "")), ("opt level", opts.get("opt_level", "")),
@@ -139,21 +135,10 @@ def summary(r: Mapping[str, Any]) -> str:
             + (f"<p>command line: <code>{esc(cmd)}</code></p>" if cmd else ""))
 
 
-def _after(r: Mapping[str, Any]) -> tuple[Mapping[str, int], Mapping[str, float], str]:
-    """Op counts and estimates of the graph written: after optimization and precision."""
-    final, opt = r.get("final"), r.get("optimize", {})
-    if final:
-        return (final.get("ops", {}), final.get("estimate", {}).get("by_op_us", {}),
-                final.get("estimate", {}).get("label", ""))
-    after = opt.get("estimate", {}).get("after", {})
-    return opt.get("ops", {}).get("after", {}), after.get("by_op_us", {}), after.get("label", "")
-
-
 def ops(r: Mapping[str, Any]) -> str:
-    opt = r.get("optimize", {})
-    before = opt.get("ops", {}).get("before", {})
-    eb = opt.get("estimate", {}).get("before", {}).get("by_op_us", {})
-    after, ea, _ = _after(r)
+    rec = figures.of_report(r)
+    before, after = rec.get("ops", {}).get("source", {}), rec.get("ops", {}).get("final", {})
+    eb, ea = rec.get("by_op_us", {}).get("source", {}), rec.get("by_op_us", {}).get("final", {})
     names = sorted(set(before) | set(after), key=lambda o: (-before.get(o, 0), o))
     rows = [(o, before.get(o, 0), after.get(o, 0), float(eb.get(o, 0.0)), float(ea.get(o, 0.0)))
             for o in names]
@@ -164,10 +149,10 @@ def ops(r: Mapping[str, Any]) -> str:
 
 
 def latency(r: Mapping[str, Any]) -> str:
-    eb = r.get("optimize", {}).get("estimate", {}).get("before", {}).get("by_op_us", {})
-    _, ea, label = _after(r)
+    rec = figures.of_report(r)
+    eb, ea = rec.get("by_op_us", {}).get("source", {}), rec.get("by_op_us", {}).get("final", {})
     rows = [Pair(o, float(eb.get(o, 0.0)), float(ea.get(o, 0.0))) for o in set(eb) | set(ea)]
-    label = label or r.get("estimate_label", "")
+    label = rec.get("label") or r.get("estimate_label", "")
     chart = paired_bars(rows, unit="\u00b5s", title="estimated latency per op type")
     return chart + f'<p class="muted">{esc(label)}; symbolic dims count as 1.</p>'
 
@@ -233,21 +218,24 @@ def precision(r: Mapping[str, Any]) -> str:
              f"{mib(p.get('weight_bytes', {}).get('after'))}"),
             ("weight values saturated", p.get("weight_saturated", 0)),
             ("estimated \u00b5s before \u2192 after",
-             f"{est.get('estimated_us_before', 0):,.1f} \u2192 "
-             f"{est.get('estimated_us_after', 0):,.1f} (estimate)"),
+             f"{figures.headline(figures.of_report(r)).us_optimized:,.1f} \u2192 "
+             f"{figures.headline(figures.of_report(r)).us_final:,.1f} (estimate)"),
         ], numeric=(1,)))
         parts.append("<h3>kept in their original dtype</h3>" + _long_table(
             ["node", "op", "why"],
             [(k.get("node"), k.get("op"), k.get("reason")) for k in p.get("kept", [])]))
-    error = p.get("error")
-    if error:
-        parts.append(f"<h3>output error against {esc(error.get('reference'))}{MEAS}</h3>")
+    checked = figures.of_report(r).get("precision", {})
+    if checked.get("status") == "measured":
+        parts.append(f"<h3>output error against the optimized graph in its original dtypes"
+                     f"{MEAS}</h3>")
         parts.append(_table(["output", "max abs error", "max rel error (to max |ref|)",
                              "finite"],
                             [(e.get("output"), _sci(e.get("max_abs")), _sci(e.get("max_rel")),
                               "yes" if e.get("finite") else "NO")
-                             for e in error.get("outputs", [])], numeric=(1, 2)))
-        parts.append(f'<p class="muted">inputs: {esc(error.get("inputs"))}</p>')
+                             for e in checked.get("outputs", [])], numeric=(1, 2)))
+        parts.append(f'<p class="muted">{esc(checked.get("note"))}</p>')
+    elif checked.get("status") == "not measured":
+        parts.append(f'<p class="muted">output error {esc(checked.get("note"))}</p>')
     return "".join(parts)
 
 
@@ -258,7 +246,7 @@ def _sci(x: Any) -> str:
 def memory(r: Mapping[str, Any]) -> str:
     keys = ("no_reuse", "lower_bound", "file_order_bound", "arena", "weights", "inputs")
     rows = [(name, *(Raw(esc(mib(f.get(k)))) for k in keys), f.get("strategy"), f.get("order"))
-            for name, f in r.get("memory", {}).items()]
+            for name, f in figures.of_report(r).get("memory", {}).items()]
     table = _table(["variant", "no reuse", "lower bound", "file-order bound", "arena",
                     "weights", "inputs", "offsets by", "order"], rows, numeric=range(1, 7))
     arena = r.get("arena") or {}

@@ -56,8 +56,9 @@ def test_report_holds_what_the_issue_asks_for(report: dict) -> None:
     assert all(f["rule"] and f["replaced"] for f in opt["fusions"])
     assert any(stats["rejected"] for stats in opt["rules"].values())
     assert opt["estimate"]["after"]["label"].startswith("estimated")
-    assert report["precision"]["error"]["outputs"][0]["max_rel"] < 1e-2
-    assert set(report["memory"]["default"]) >= {"no_reuse", "lower_bound", "arena", "weights"}
+    assert report["figures"]["precision"]["outputs"][0]["max_rel"] < 1e-2
+    memory = report["figures"]["memory"]["default"]
+    assert set(memory) >= {"no_reuse", "lower_bound", "arena", "weights"}
     assert report["phases_s"]["optimize"] > 0 and opt["saturation"]["stop_reason"]
     blocks = report["arena"]["blocks"]
     assert blocks and all(b["offset"] + b["size"] <= report["arena"]["arena_bytes"]
