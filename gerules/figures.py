@@ -80,3 +80,11 @@ def of_report(report: Mapping[str, Any]) -> Mapping[str, Any]:
     """The record inside a conversion report (``{}`` for reports written before it existed)."""
     figures = report.get("figures")
     return figures if isinstance(figures, Mapping) else {}
+
+
+def top_reasons(rules: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str, int]]:
+    """(rule, guard reason, count) of every guard that stopped a match, most frequent first
+    (from ``OptimizeReport.rules``; pattern literals that differ are no match, not listed)."""
+    rows = [(rule, reason, int(n)) for rule, stats in rules.items()
+            for reason, n in stats.get("rejected", {}).items()]
+    return sorted(rows, key=lambda r: (-r[2], r[0], r[1]))

@@ -5,26 +5,30 @@ Invariants:
   and ours, see ``atc`` for modes 1/3/6 and the atc flags we lack), loads the model (ONNX, or
   PyTorch through ``gerules.frontends.torch``) and prints the summary.
 - Every flag value is checked before the model is loaded; a bad one is one line, exit 2.
-- ``NAME.om`` is written atomically (``NAME`` may already end in ``.om``); ``--report X.html``
-  writes the HTML page and ``X.json`` beside it, ``--report X.json`` only the JSON; the file
-  records the exact command line. A short summary goes to stdout, progress to stderr (only on
-  a terminal).
+- ``NAME.om`` is written atomically (``NAME`` may already end in ``.om``), and atc's
+  ``fusion_result.json`` next to it; ``--report X.html`` writes the HTML page and ``X.json``
+  beside it, ``--report X.json`` only the JSON; the file records the exact command line. A
+  short summary goes to stdout, progress to stderr (only on a terminal).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
+from typing import Any
 
 from ..compiler import CompileOptions, compile_model
 from ..errors import ModelError, ResourceLimit, UsageError
-from ..fileio import check_output_path
+from ..fileio import atomic_write, check_output_path
 from ..ir.graph import Graph
 from ..onnx_io import DEFAULT_MAX_TENSOR_BYTES, load_model
 from ..onnx_io.load import read_file
 from . import atc, options, started, summary
 from .progress import Progress
+
+FUSION_RESULT = "fusion_result.json"  # atc's statistics file, written next to the .om
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -117,6 +121,7 @@ def _output(args: argparse.Namespace) -> Path:
 def _compile(args: argparse.Namespace, source: Path, framework: str) -> int:
     output = _output(args)
     check_output_path(output, [source])
+    fusion_json = check_output_path(output.parent / FUSION_RESULT, [source, output])
     if args.report:
         from ..report import report_paths
 
@@ -137,8 +142,8 @@ def _compile(args: argparse.Namespace, source: Path, framework: str) -> int:
         phases = dict(result.phases)
         start = time.perf_counter()
         written = _write_report(args, result, progress) if args.report else []
-        if written:
-            phases["report"] = time.perf_counter() - start
+        written.append(_write_fusion_result(fusion_json, result.report))
+        phases["report"] = time.perf_counter() - start
     print(summary.conversion_summary(result.report, phases))
     print(f"wrote {result.path} ({summary.mib(result.path.stat().st_size)}, "
           f"{len(result.build.variants)} variant(s))")
@@ -162,6 +167,14 @@ def _onnx_bytes(source: Path, framework: str, args: argparse.Namespace) -> bytes
 
         return archive_onnx(source, options.input_shapes(args.input_shape))
     return read_file(source)
+
+
+def _write_fusion_result(path: Path, report: dict[str, Any]) -> Path:
+    """atc's ``fusion_result.json`` (``report.fusion_result``), next to the ``.om``."""
+    from ..report.fusion_result import fusion_result
+
+    data = fusion_result(report["optimize"]["rules"])
+    return atomic_write(path, json.dumps(data, indent=4).encode())
 
 
 def _write_report(args: argparse.Namespace, result: object, progress: Progress) -> list[Path]:

@@ -70,20 +70,13 @@ def fusion_lines(fusions: list[Mapping[str, Any]], rules: Mapping[str, Mapping[s
     text = ", ".join(f"{rule} x{n}" for rule, n in items[:limit])
     more = f", ... ({len(items) - limit} more rules)" if len(items) > limit else ""
     lines = [f"fusions: {len(fusions)}" + (f" ({text}{more})" if text else "")]
-    reasons = top_reasons(rules)
+    reasons = figures.top_reasons(rules)
     total = sum(n for _, _, n in reasons)
     if not total:
         return [*lines, "matched but not applied: none"]
     lines.append(f"matched but not applied: {total}; top reasons:")
     lines += [f"  {n:>5}  {rule}: {reason}" for rule, reason, n in reasons[:3]]
     return lines
-
-
-def top_reasons(rules: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str, int]]:
-    """(rule, reason, count) of every guard that stopped a match, most frequent first."""
-    rows = [(rule, reason, int(n)) for rule, stats in rules.items()
-            for reason, n in stats.get("rejected", {}).items()]
-    return sorted(rows, key=lambda r: (-r[2], r[0], r[1]))
 
 
 def saturation_line(opt: Mapping[str, Any]) -> str:

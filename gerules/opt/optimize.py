@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
@@ -33,7 +33,7 @@ from ..ir.registry import Registry, default_registry, suggest
 from ..ir.verify import verify
 from .costs import ExtractionCost, any_op, onnx_only
 from .lower import Lowered, lower
-from .provenance import Fusion, fusions
+from .provenance import Fusion, applied, fusions, kept
 from .raise_graph import raise_graph
 from .terms import TermContext
 
@@ -92,6 +92,9 @@ class OptimizeReport:
     estimate_before: GraphEstimate
     estimate_after: GraphEstimate
     phases: dict[str, float] = field(default_factory=dict)
+    # Per rule, in places (distinct e-classes at the end of the run): matches (a pattern
+    # literal that differs is no match), applied (changed the e-graph there), kept (the
+    # extracted graph shows its work there); rejected (guard reason -> count), bans, ruleset.
     rules: dict[str, dict[str, Any]] = field(default_factory=dict)
     fusions: list[Fusion] = field(default_factory=list)
     stop_reason: str = "not run"
@@ -188,13 +191,20 @@ def _saturate_and_extract(graph: Graph, options: OptimizeOptions, registry: Regi
     limits = options.limits or level.limits
     run = _run(low, schedule, limits)
     phases["saturate"] = run.seconds
-    _record_run(report, run, limits)
+    _record_run(report, run, limits, low.egraph.find)
     clock = time.perf_counter()
     ext = _extract(low, model, options, level)
     phases["extract"] = time.perf_counter() - clock
     clock = time.perf_counter()
     result = raise_graph(graph, low, ext)
     report.fusions = fusions(graph, low, ext, result, run.applications)
+    counts = kept(low, ext, run.applications, _patterns(schedule))
+    places = applied(low, run.applications)
+    rulesets = {r.name: r.ruleset for r in library.rules}
+    for name, stats in report.rules.items():
+        stats["applied"] = places.get(name, 0)
+        stats["kept"] = counts.get(name, 0)
+        stats["ruleset"] = rulesets.get(name.split("/")[0], "")
     phases["raise"] = time.perf_counter() - clock
     return result
 
@@ -203,15 +213,20 @@ def _run(low: Lowered, schedule: Step, limits: Limits) -> Report:
     return Runner(low.egraph, limits=limits).run(schedule)
 
 
-def _record_run(report: OptimizeReport, run: Report, limits: Limits) -> None:
+def _record_run(report: OptimizeReport, run: Report, limits: Limits,
+                find: Callable[[int], int]) -> None:
     report.stop_reason = run.stop_reason.value
     report.iterations = len(run.iterations)
     report.egraph_nodes, report.egraph_classes = run.nodes, run.classes
     report.limits = {"iterations": limits.iterations, "nodes": limits.nodes,
                      "seconds": limits.seconds}
-    report.rules = {name: {"matches": s.matches, "applied": s.applied,
-                           "rejected": dict(s.rejected), "bans": s.bans}
-                    for name, s in run.rules.items() if s.matches or s.applied}
+    report.rules = {name: {"matches": len({find(r) for r in s.roots}), "applied": s.applied,
+                           "kept": 0, "rejected": dict(s.rejected), "bans": s.bans}
+                    for name, s in run.rules.items() if s.roots or s.applied}
+    for name, stats in report.rules.items():
+        log.debug("rule %s: %d matched, %d applied, %d rejected (%.3f s search, %.3f s apply)",
+                  name, stats["matches"], stats["applied"], sum(stats["rejected"].values()),
+                  run.rules[name].search_seconds, run.rules[name].apply_seconds)
     if run.stop_reason.value in ("iteration limit", "node limit", "time limit"):
         report.warnings.append(f"saturation stopped at its {run.stop_reason.value} "
                                f"({limits.iterations} iterations, {limits.nodes} e-nodes, "
@@ -225,6 +240,18 @@ def _extract(low: Lowered, model: NpuCostModel, options: OptimizeOptions, level:
     method = options.extraction or level.extraction
     return extract(low.egraph, list(low.roots.values()), cost, method=method,
                    time_limit=level.ilp_seconds)
+
+
+def _patterns(step: Step) -> dict[str, Any]:
+    """Rule name -> its compiled left side, for every rule in the schedule."""
+    if isinstance(step, Ruleset):
+        return {r.name: r.pattern for r in step.rules}
+    if isinstance(step, Repeat | Saturate):
+        return _patterns(step.body)
+    out: dict[str, Any] = {}
+    for sub in step.steps if isinstance(step, Seq) else ():
+        out.update(_patterns(sub))
+    return out
 
 
 def _schedule(library: Any, level: str, disabled: frozenset[str]) -> tuple[Step, set[str]]:

@@ -179,18 +179,23 @@ def fusions(r: Mapping[str, Any]) -> str:
 
 
 def rejected(r: Mapping[str, Any]) -> str:
-    rows = []
-    for rule, stats in sorted(r.get("optimize", {}).get("rules", {}).items()):
-        for reason, count in sorted(stats.get("rejected", {}).items(), key=lambda kv: -kv[1]):
-            rows.append((Raw(f"<code>{esc(rule)}</code>"), Raw(f"<code>{esc(reason)}</code>"),
-                         count))
-    applied = sorted(((k, v) for k, v in r.get("optimize", {}).get("rules", {}).items()
-                      if v.get("applied")), key=lambda kv: -kv[1].get("applied", 0))
-    table = _table(["rule", "rule applied", "matches"],
-                   [(Raw(f"<code>{esc(k)}</code>"), v.get("applied", 0), v.get("matches", 0))
-                    for k, v in applied], numeric=(1, 2))
+    rules = r.get("optimize", {}).get("rules", {})
+    rows = [(Raw(f"<code>{esc(rule)}</code>"), Raw(f"<code>{esc(reason)}</code>"), count)
+            for rule, reason, count in figures.top_reasons(rules)]
+    used = sorted(((k, v) for k, v in rules.items() if v.get("applied")),
+                  key=lambda kv: (-kv[1].get("kept", 0), -kv[1].get("applied", 0), kv[0]))
+    table = _long_table(["rule", "matched", "applied", "kept in the graph written"],
+                        [(Raw(f"<code>{esc(k)}</code>"), v.get("matches", 0),
+                          v.get("applied", 0), v.get("kept", 0)) for k, v in used],
+                        numeric=(1, 2, 3), shown=15)
     return (_long_table(["rule", "guard that failed", "times"], rows, numeric=(2,))
-            + "<h3>rules applied</h3>" + table)
+            + '<p class="muted">A pattern constant that is not the one a rule asks for '
+              "(<code>x + 0</code> on <code>x + 1</code>) is no match, not listed here.</p>"
+            + "<h3>rules applied</h3>" + table
+            + '<p class="muted">matched: matches whose guards were tried; applied: those that '
+              "changed the e-graph; kept: those the extracted graph still shows (itself or "
+              "inside a later fusion). A rule can apply and lose at extraction when its result "
+              "is dearer or the target forbids it.</p>")
 
 
 def precision(r: Mapping[str, Any]) -> str:
