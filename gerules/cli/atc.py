@@ -25,7 +25,7 @@ from ..errors import UsageError
 from ..fileio import atomic_write, check_output_path
 
 ATC_START = ("--model", "--om", "--mode", "--framework", "--weight", "--singleop")
-GLOBAL = ("--debug", "--log")  # flags of ge-rewrite itself, before any subcommand
+GLOBAL = ("--debug", "--log", "--quiet", "-q")  # ge-rewrite's own flags, before a command
 FRAMEWORKS = {"5": "onnx", "onnx": "onnx", "pytorch": "pytorch", "torch": "pytorch"}
 NOT_YET = {"0": "Caffe", "1": "MindSpore", "3": "TensorFlow"}
 MODES = {"0": "compile", "1": "om to json", "3": "pre-check", "6": "model info"}
@@ -101,7 +101,7 @@ def route(argv: Sequence[str]) -> list[str]:
     args = list(argv)
     k = 0
     while k < len(args) and args[k].split("=", 1)[0] in GLOBAL:
-        k += 1 if "=" in args[k] or args[k] == "--debug" else 2
+        k += 2 if args[k] == "--log" else 1
     if k >= len(args) or args[k].split("=", 1)[0] not in ATC_START:
         return args
     return [*args[:k], "compile", *args[k:]]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ from ..onnx_io import DEFAULT_MAX_TENSOR_BYTES, load_model
 from ..onnx_io.load import read_file
 from . import atc, options, started, summary
 from .progress import Progress
+
+log = logging.getLogger(__name__)
 
 FUSION_RESULT = "fusion_result.json"  # atc's statistics file, written next to the .om
 
@@ -58,8 +61,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="atc spelling: true means --streams 1")
     p.add_argument("--report", type=Path, metavar="PATH",
                    help="X.html: the HTML report and X.json beside it; X.json: JSON only")
-    p.add_argument("--log", choices=options.LOG_LEVELS, default=argparse.SUPPRESS,
-                   help="log level (atc's --log; also accepted before 'compile')")
     atc.add_unsupported(p)
     p.set_defaults(func=run)
 
@@ -134,6 +135,7 @@ def _compile(args: argparse.Namespace, source: Path, framework: str) -> int:
         start = time.perf_counter()
         graph = _load(source, framework, opts)
         loaded = {"start": start - started(), "load": time.perf_counter() - start}
+        log.debug("phase load: %.3f s (%s)", loaded["load"], source)
         try:
             result = compile_model(graph, opts, output, command_line=args.command_line,
                                    source=str(source), progress=progress, phases=loaded)

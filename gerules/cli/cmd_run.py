@@ -22,6 +22,7 @@ import hashlib
 import logging
 import os
 import re
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -49,6 +50,7 @@ class Runnable:
     inputs: tuple[Value, ...]
     outputs: tuple[str, ...]
     run: RunFn
+    gears: tuple[Mapping[str, int], ...] = ()  # the compiled dims of a .om with several
 
 
 def load_onnx(path: Path, args: argparse.Namespace) -> Runnable:
@@ -67,7 +69,8 @@ def load_om(path: Path, args: argparse.Namespace) -> Runnable:
 
     model = Model.load(path, streams=getattr(args, "streams", None))
     inputs = tuple(Value.of(d.name, d.dtype, d.shape) for d in model.inputs)
-    return Runnable(inputs, tuple(d.name for d in model.outputs), model.run)
+    gears = tuple(v.dims for v in model.variants) if len(model.variants) > 1 else ()
+    return Runnable(inputs, tuple(d.name for d in model.outputs), model.run, gears)
 
 
 # Model loaders by file suffix (lower case). The first entry is the fallback.
@@ -106,6 +109,12 @@ def _byte_count(text: str) -> int:
 def run(args: argparse.Namespace) -> int:
     model = _load(args.model, args)
     inputs = _feeds(model, args)
+    if model.gears and not getattr(args, "quiet", False):
+        shapes = {v.name: inputs[v.name].shape for v in model.inputs}
+        gear = {k: n for k, n in _sizes(model.inputs, shapes).items()
+                if k in model.gears[0]}
+        print(f"ge-rewrite: running the gear {feeds.gear_name(gear)} (compiled: "
+              f"{'; '.join(feeds.gear_name(g) for g in model.gears)})", file=sys.stderr)
     start = time.perf_counter()
     try:
         with np.errstate(all="ignore"):  # NaN/Inf are results to report, not warnings
@@ -134,11 +143,28 @@ def _feeds(model: Runnable, args: argparse.Namespace) -> dict[str, np.ndarray]:
             raise UsageError(f"--input {name}: the model has no input '{name}' to feed "
                              f"(inputs: {', '.join(sorted(known)) or 'none'})")
     given = {name: feeds.read_npy(p, args.max_tensor_bytes) for name, p in files.items()}
-    rest = [v for v in model.inputs if v.name not in given]
-    shapes = feeds.concrete_shapes(rest, feeds.parse_shape_specs(args.input_shape))
-    drawn = feeds.random_feeds(rest, shapes, args.seed, args.max_tensor_bytes)
     _check_given(model.inputs, given, files)
+    bound = _sizes([v for v in model.inputs if v.name in given],
+                   {k: a.shape for k, a in given.items()})
+    if model.gears and given and feeds.pick_gear(model.gears, bound) is None:
+        raise ModelError(f"{feeds.gear_name(bound)} was not compiled; the model has "
+                         f"{', '.join(feeds.gear_name(g) for g in model.gears)}",
+                         file=", ".join(str(p) for p in files.values()))
+    rest = [v for v in model.inputs if v.name not in given]
+    shapes = feeds.concrete_shapes(rest, feeds.parse_shape_specs(args.input_shape),
+                                   bound=bound, gears=model.gears)
+    drawn = feeds.random_feeds(rest, shapes, args.seed, args.max_tensor_bytes)
     return {**given, **drawn}
+
+
+def _sizes(inputs: Sequence[Value], shapes: Mapping[str, tuple[int, ...]]) -> dict[str, int]:
+    """Symbolic dim -> its size in ``shapes`` (the first input that has it decides)."""
+    out: dict[str, int] = {}
+    for v in inputs:
+        for d, n in zip(v.shape or (), shapes.get(v.name, ()), strict=False):
+            if isinstance(d, str):
+                out.setdefault(d, int(n))
+    return out
 
 
 def _check_given(inputs: Sequence[Value], given: Mapping[str, np.ndarray],

@@ -100,9 +100,6 @@ def input_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
     return out
 
 
-LOG_LEVELS = ("debug", "info", "warning", "error", "null")
-
-
 def add_conversion_flags(p: argparse.ArgumentParser) -> None:
     """atc's conversion flags: formats, outputs and precision."""
     p.add_argument("--input_format", metavar="FMT",

@@ -162,6 +162,11 @@ def optimize(graph: Graph, options: OptimizeOptions | None = None,
     clock = time.perf_counter()
     result = verify(result, registry)
     phases["verify_result"] = time.perf_counter() - clock
+    for name, seconds in phases.items():
+        log.debug("optimize phase %s: %.3f s", name, seconds)
+    log.debug("optimize: %d -> %d nodes, stop reason %s after %d iterations, %d e-nodes",
+              len(graph.nodes), len(result.nodes), report.stop_reason, report.iterations,
+              report.egraph_nodes)
     report.nodes_after, report.ops_after = len(result.nodes), result.op_counts()
     report.estimate_after = model.graph(result)
     return result, report
@@ -205,6 +210,10 @@ def _saturate_and_extract(graph: Graph, options: OptimizeOptions, registry: Regi
         stats["applied"] = places.get(name, 0)
         stats["kept"] = counts.get(name, 0)
         stats["ruleset"] = rulesets.get(name.split("/")[0], "")
+        log.debug("rule %s: %d matched, %d applied, %d kept, %d rejected (%.3f s search, "
+                  "%.3f s apply)", name, stats["matches"], stats["applied"], stats["kept"],
+                  sum(stats["rejected"].values()), run.rules[name].search_seconds,
+                  run.rules[name].apply_seconds)
     phases["raise"] = time.perf_counter() - clock
     return result
 
@@ -223,14 +232,27 @@ def _record_run(report: OptimizeReport, run: Report, limits: Limits,
     report.rules = {name: {"matches": len({find(r) for r in s.roots}), "applied": s.applied,
                            "kept": 0, "rejected": dict(s.rejected), "bans": s.bans}
                     for name, s in run.rules.items() if s.roots or s.applied}
-    for name, stats in report.rules.items():
-        log.debug("rule %s: %d matched, %d applied, %d rejected (%.3f s search, %.3f s apply)",
-                  name, stats["matches"], stats["applied"], sum(stats["rejected"].values()),
-                  run.rules[name].search_seconds, run.rules[name].apply_seconds)
+    _log_rulesets(run)
     if run.stop_reason.value in ("iteration limit", "node limit", "time limit"):
         report.warnings.append(f"saturation stopped at its {run.stop_reason.value} "
                                f"({limits.iterations} iterations, {limits.nodes} e-nodes, "
                                f"{limits.seconds:g} s); the best graph found so far is used")
+
+
+def _log_rulesets(run: Report) -> None:
+    """One debug line per ruleset: iterations, matches, applications, seconds."""
+    if not log.isEnabledFor(logging.DEBUG):
+        return
+    totals: dict[str, list[float]] = {}
+    for it in run.iterations:
+        t = totals.setdefault(it.ruleset, [0, 0, 0, 0.0])
+        t[0] += 1
+        t[1] += sum(it.matches.values())
+        t[2] += sum(it.applied.values())
+        t[3] += it.search_seconds + it.apply_seconds + it.rebuild_seconds
+    for name, (iters, matches, applied_, seconds) in totals.items():
+        log.debug("ruleset %s: %d iterations, %d matches, %d applied, %.3f s", name, iters,
+                  matches, applied_, seconds)
 
 
 def _extract(low: Lowered, model: NpuCostModel, options: OptimizeOptions, level: Level
