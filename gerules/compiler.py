@@ -36,11 +36,12 @@ from typing import Any
 
 from . import figures
 from .build import BuildResult, memory_figures, plan_variants, write
-from .cost import DEFAULT_SOC, GraphEstimate, NpuCostModel
+from .cost import DEFAULT_SOC, GraphEstimate, NpuCostModel, SocProfile, profile_for
 from .errors import UsageError
 from .ir.graph import Dim, Graph, TensorType, Value
 from .ir.registry import Registry, default_registry, suggest
 from .ir.verify import verify
+from .opt import implmode
 from .opt.optimize import OptimizeOptions, OptimizeReport, optimize
 from .precision import (
     CHECKS,
@@ -58,6 +59,7 @@ log = logging.getLogger(__name__)
 
 BATCH = "batch"
 INPUT_FORMATS = ("NCHW", "NHWC", "ND")
+BUFFER_OPTIMIZE = ("l1_optimize", "l2_optimize", "off_optimize")
 Progress = Callable[[str], None]  # called with the name of each phase as it starts
 
 
@@ -80,11 +82,38 @@ class CompileOptions:
     modify_mixlist: MixChanges | None = None  # atc's mixed-precision list changes, parsed
     keep_dtype: KeepDtype = field(default_factory=KeepDtype)
     check_precision: str = DEFAULT_CHECK  # off | quick | full (precision.measure)
+    aicore_num: int | None = None  # atc's --aicore_num: the SoC profile scaled to that many
+    op_select_implmode: str = implmode.DEFAULT_MODE  # exact or fast forms (opt.implmode)
+    optypelist_for_implmode: tuple[str, ...] = ()  # op types the implmode applies to
+    reuse_memory: bool = True  # False: atc's --disable_reuse_memory=1 (debugging)
+    buffer_optimize: str = ""  # atc's --buffer_optimize: recorded, no effect here
+    enable_small_channel: bool = False  # atc's flag: recorded; needs layout formats
 
     def optimize_options(self) -> OptimizeOptions:
         return OptimizeOptions(opt_level=self.opt_level, soc_version=self.soc_version,
                                target=self.target, disabled=self.disabled,
-                               enabled=self.enabled)
+                               enabled=self.enabled, aicore_num=self.aicore_num)
+
+    def profile(self) -> SocProfile:
+        """The cost model's profile (``--soc_version``, scaled by ``--aicore_num``)."""
+        return profile_for(self.soc_version, self.aicore_num)
+
+    def notes(self) -> list[str]:
+        """What the report and summary say about accepted flags that change nothing, and
+        about how the SoC profile was made."""
+        out = [f"--soc_version={self.soc_version}: {self.profile().note}"] \
+            if self.profile().note else []
+        if self.buffer_optimize:
+            out.append(f"--buffer_optimize={self.buffer_optimize}: no effect here (the cost "
+                       "model has no on-chip L1/L2 buffer to plan; the arena is planned the "
+                       "same way)")
+        if self.enable_small_channel:
+            out.append("--enable_small_channel=1: recorded, no effect yet: it selects the "
+                       "C0=4 layout for the first convolution, and layout formats are not "
+                       "implemented yet")
+        if not self.reuse_memory:
+            out.append("--disable_reuse_memory=1: every tensor has its own block (debugging)")
+        return out
 
     def precision_options(self) -> PrecisionOptions:
         return PrecisionOptions(self.precision_mode, self.modify_mixlist, self.keep_dtype)
@@ -97,6 +126,12 @@ class CompileOptions:
             raise UsageError(f"--check_precision: unknown value '{self.check_precision}'"
                              f"{suggest(self.check_precision, CHECKS)}; choose one of "
                              f"{', '.join(CHECKS)}")
+        implmode.check(self.op_select_implmode, self.optypelist_for_implmode)
+        if self.buffer_optimize and self.buffer_optimize not in BUFFER_OPTIMIZE:
+            raise UsageError(f"--buffer_optimize: unknown value '{self.buffer_optimize}'"
+                             f"{suggest(self.buffer_optimize, BUFFER_OPTIMIZE)}; choose one of "
+                             f"{', '.join(BUFFER_OPTIMIZE)}")
+        self.profile()  # an unknown SoC or a core count out of range
         if self.input_format and self.input_format not in INPUT_FORMATS:
             raise UsageError(f"--input_format: unknown format '{self.input_format}'"
                              f"{suggest(self.input_format, INPUT_FORMATS)}; choose one of "
@@ -111,7 +146,11 @@ class CompileOptions:
                 "fusion_switch_on": sorted(self.enabled), "streams": self.streams,
                 "memory_aware": self.memory_aware, "input_format": self.input_format or None,
                 "out_nodes": [f"{n}:{k}" for n, k in self.out_nodes],
-                "check_precision": self.check_precision,
+                "check_precision": self.check_precision, "aicore_num": self.aicore_num,
+                "op_select_implmode": self.op_select_implmode,
+                "optypelist_for_implmode": list(self.optypelist_for_implmode),
+                "reuse_memory": self.reuse_memory, "buffer_optimize": self.buffer_optimize or None,
+                "enable_small_channel": self.enable_small_channel,
                 **self.precision_options().to_json()}
 
 
@@ -266,22 +305,28 @@ def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
     dynamic = bool(options.dynamic_batch_size)
     with phase("shapes"):
         graph, batch_dims = _prepare(graph, options, dynamic, registry)
+    profile = options.profile()
+    model = NpuCostModel(profile, registry)
     with phase("optimize"):
         optimized, opt_report = optimize(graph, options.optimize_options(), registry)
+        optimized, impl = implmode.select(optimized, options.op_select_implmode,
+                                          options.optypelist_for_implmode)
+        if impl:
+            opt_report.estimate_after = model.graph(optimized)
     with phase("precision"):
         final, prec = apply_precision(optimized, options.precision_options(),
                                       source_names=[n.label for n in graph.nodes],
-                                      fusions=opt_report.fusions,
-                                      soc=options.soc_version, registry=registry)
+                                      fusions=opt_report.fusions, soc=profile,
+                                      registry=registry)
     gears = [{d: b for d in batch_dims} for b in options.dynamic_batch_size] or [{}]
-    model = NpuCostModel(options.soc_version, registry)
     final_estimate = opt_report.estimate_after if final is optimized else model.graph(final)
     with phase("check precision"):
         checked = _check(optimized, final, gears, options.check_precision, final_estimate,
                          registry)
     with phase("plan memory"):
         base, variants = plan_variants(final, gears, streams=options.streams,
-                                       memory_aware=options.memory_aware, registry=registry)
+                                       memory_aware=options.memory_aware,
+                                       reuse=options.reuse_memory, registry=registry)
     estimates = {"source": opt_report.estimate_before, "optimized": opt_report.estimate_after,
                  "final": final_estimate}
     ops = {"source": opt_report.ops_before, "final": final.op_counts()}
@@ -289,7 +334,11 @@ def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
                             {"mode": options.precision_mode, **checked})
     report = {"source": source, "options": options.to_json(),
               "optimize": opt_report.to_json(), "precision": prec.to_json(),
-              "figures": record, "phases_s": phase.to_json()}
+              "figures": record, "phases_s": phase.to_json(),
+              "implmode": {"mode": options.op_select_implmode,
+                           "op_types": list(options.optypelist_for_implmode),
+                           "changed": [c.to_json() for c in impl]},
+              "notes": options.notes(), "soc_profile": profile.to_json()}
     with phase("write"):
         build = write(base, variants, output, options=options.to_json(), report=report,
                       command_line=command_line, registry=registry)

@@ -131,8 +131,25 @@ def conversion_summary(report: Mapping[str, Any], phases: Mapping[str, float]) -
               *fusion_lines(opt.get("fusions", []), opt.get("rules", {})), "",
               saturation_line(opt)]
     lines += [f"warning: {w}" for w in opt.get("warnings", [])]
-    lines += ["", precision_summary(report), "", *memory_lines(rec), time_line(phases)]
+    lines += ["", precision_summary(report), *implmode_lines(report.get("implmode", {}))]
+    lines += [f"note: {n}" for n in report.get("notes", [])]
+    lines += ["", *memory_lines(rec), time_line(phases)]
     return "\n".join(lines)
+
+
+def implmode_lines(impl: Mapping[str, Any]) -> list[str]:
+    """What ``--op_select_implmode`` changed, by op and attribute."""
+    if not impl or impl.get("mode") == "high_precision":
+        return []
+    changed = impl.get("changed", [])
+    kinds: dict[str, int] = {}
+    for c in changed:
+        key = f"{c['op']} {c['attribute']} {c['from']} -> {c['to']}"
+        kinds[key] = kinds.get(key, 0) + 1
+    what = ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items()))
+    scope = f" (op types {', '.join(impl['op_types'])})" if impl.get("op_types") else ""
+    return [f"implmode: {impl.get('mode')}{scope}: {len(changed)} node(s) to their fast form"
+            + (f": {what}" if what else " (none has one)")]
 
 
 def memory_lines(rec: Mapping[str, Any]) -> list[str]:

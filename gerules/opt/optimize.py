@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from ..cost import DEFAULT_SOC, GraphEstimate, NpuCostModel
+from ..cost import DEFAULT_SOC, GraphEstimate, NpuCostModel, profile_for
 from ..engine import Extraction, Limits, Repeat, Report, Ruleset, Runner, Saturate, Seq, extract
 from ..engine.schedule import Step
 from ..errors import UsageError
@@ -64,6 +64,7 @@ class OptimizeOptions:
     target: str = "npu"
     disabled: frozenset[str] = frozenset()  # rule or ruleset names (fusion switch); "ALL"
     enabled: frozenset[str] = frozenset()  # names kept on although "ALL" is off
+    aicore_num: int | None = None  # atc's --aicore_num: the profile scaled to that many cores
     rule_paths: tuple[str, ...] | None = None  # None: the shipped library
     limits: Limits | None = None  # None: the level's
     extraction: str | None = None  # None: the level's ("greedy", "ilp", "tree")
@@ -150,7 +151,7 @@ def optimize(graph: Graph, options: OptimizeOptions | None = None,
     phases: dict[str, float] = {}
     clock = time.perf_counter()
     graph = verify(graph, registry)
-    model = NpuCostModel(options.soc_version, registry)
+    model = NpuCostModel(profile_for(options.soc_version, options.aicore_num), registry)
     before = model.graph(graph)
     phases["verify"] = time.perf_counter() - clock
     report = OptimizeReport(options.opt_level, options.target, model.profile.name,

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cost import DEFAULT_SOC, NpuCostModel
+from ..cost import DEFAULT_SOC, NpuCostModel, SocProfile
 from ..cost.model import LABEL
 from ..errors import UsageError
 from ..ir.graph import Graph, Node
@@ -149,7 +149,7 @@ def pinned(keep: KeepDtype, source_names: Iterable[str], fusions: Sequence[Any])
 
 
 def apply_precision(graph: Graph, options: PrecisionOptions, *, source_names: Iterable[str] = (),
-                    fusions: Sequence[Any] = (), soc: str | None = None,
+                    fusions: Sequence[Any] = (), soc: str | SocProfile | None = None,
                     registry: Registry | None = None) -> tuple[Graph, PrecisionReport]:
     """``graph`` (shape-inferred) in the precision ``options.mode`` asks for."""
     options.check()
@@ -197,17 +197,19 @@ def _code(dtype: str) -> int:
     return ONNX_CODES.get(dtype, -1)
 
 
-def _cancel_casts(graph: Graph, soc: str | None, registry: Registry) -> Graph:
+def _cancel_casts(graph: Graph, soc: str | SocProfile | None, registry: Registry) -> Graph:
     """The shipped ``simplify`` rules alone (no folding): they drop no-op and round-trip Casts."""
     from ..opt.optimize import OptimizeOptions, optimize
 
-    opts = OptimizeOptions(opt_level="O1", soc_version=soc or "Ascend910", target="npu",
+    name = soc.name if isinstance(soc, SocProfile) else soc
+    opts = OptimizeOptions(opt_level="O1", soc_version=name or DEFAULT_SOC, target="npu",
                            disabled=frozenset({"ALL"}), enabled=frozenset({"simplify"}))
     result, _ = optimize(graph, opts, registry)
     return result
 
 
-def _estimate(before: Graph, after: Graph, soc: str, registry: Registry) -> dict[str, Any]:
+def _estimate(before: Graph, after: Graph, soc: str | SocProfile, registry: Registry
+              ) -> dict[str, Any]:
     model = NpuCostModel(soc, registry)
     now, then = model.graph(before).total_us, model.graph(after).total_us
     return {"estimated_us_before": round(now, 3), "estimated_us_after": round(then, 3),
@@ -215,7 +217,8 @@ def _estimate(before: Graph, after: Graph, soc: str, registry: Registry) -> dict
             weights_bytes(before), "weights_bytes_after": weights_bytes(after), "label": LABEL}
 
 
-def estimate_fp16(graph: Graph, soc: str, registry: Registry | None = None) -> dict[str, Any]:
+def estimate_fp16(graph: Graph, soc: str | SocProfile, registry: Registry | None = None
+                  ) -> dict[str, Any]:
     """Estimated latency and weight bytes now and under ``force_fp16`` (cost model only)."""
     registry = registry or default_registry()
     model = NpuCostModel(soc, registry)
