@@ -20,14 +20,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from .cost.profile import DEFAULT_SOC
 from .errors import ModelError, ResourceLimit
 from .fileio import check_output_path
-from .ir.graph import Graph, TensorType, Value
+from .ir.dims import bind_dims
+from .ir.graph import Graph
 from .ir.registry import Registry, default_registry
 from .ir.verify import verify
 from .memory.plan import MemoryFigures, plan_memory
@@ -71,12 +72,21 @@ def build_om(graph: Graph, output: str | Path, *, options: Mapping[str, Any] | N
 
 def plan_variants(graph: Graph, dims: Sequence[Mapping[str, int]], *, streams: int = 1,
                   memory_aware: bool = True, reuse: bool = True,
+                  ranges: Sequence[Mapping[str, tuple[int, int]]] = (),
                   registry: Registry | None = None) -> tuple[Graph, tuple[Variant, ...]]:
-    """The verified graph and one planned variant per ``dims`` entry."""
+    """The verified graph and one planned variant per ``dims`` entry (a range bucket when
+    ``ranges`` has an entry for it: planned at ``dims``, its highs)."""
     registry = registry or default_registry()
     base = verify(graph, registry)
-    return base, tuple(plan_variant(base, d, streams=streams, memory_aware=memory_aware,
-                                    reuse=reuse, registry=registry) for d in dims)
+    variants = []
+    for k, d in enumerate(dims):
+        v = plan_variant(base, d, streams=streams, memory_aware=memory_aware, reuse=reuse,
+                         registry=registry)
+        if k < len(ranges):
+            name = ",".join(f"{s}={lo}-{hi}" for s, (lo, hi) in sorted(ranges[k].items()))
+            v = replace(v, name=name, ranges=ranges[k])
+        variants.append(v)
+    return base, tuple(variants)
 
 
 def memory_figures(variants: Sequence[Variant]) -> dict[str, dict[str, Any]]:
@@ -130,22 +140,6 @@ def check_budget(graph: Graph, max_bytes: int = MAX_TENSOR_BYTES) -> None:
             raise ResourceLimit(f"{v.type} needs {n} bytes, over the tensor budget of "
                                 f"{max_bytes}", node=node.label if node else None,
                                 op=node.qualified_op if node else None, tensor=v.name)
-
-
-def bind_dims(graph: Graph, dims: Mapping[str, int]) -> Graph:
-    """The graph with symbolic input dims replaced by sizes; inferred types are dropped."""
-    unknown = set(dims) - {d for v in graph.inputs for d in v.shape or () if isinstance(d, str)}
-    if unknown:
-        raise ModelError(f"no graph input has the dim(s) {', '.join(sorted(unknown))}")
-
-    def fix(v: Value) -> Value:
-        if v.shape is None:
-            return v
-        shape = tuple(dims.get(d, d) if isinstance(d, str) else d for d in v.shape)
-        return Value(v.name, TensorType(v.dtype, shape))
-
-    return graph.replace(inputs=tuple(fix(v) for v in graph.inputs),
-                         outputs=tuple(fix(v) for v in graph.outputs), value_info={})
 
 
 def _version() -> str:

@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import figures
+from . import figures, gears, shapes
 from .build import BuildResult, memory_figures, plan_variants, write
 from .cost import DEFAULT_SOC, GraphEstimate, NpuCostModel, SocProfile, profile_for
 from .errors import UsageError
@@ -88,11 +88,25 @@ class CompileOptions:
     reuse_memory: bool = True  # False: atc's --disable_reuse_memory=1 (debugging)
     buffer_optimize: str = ""  # atc's --buffer_optimize: recorded, no effect here
     enable_small_channel: bool = False  # atc's flag: recorded; needs layout formats
+    dynamic_image_size: tuple[tuple[int, ...], ...] = ()  # (height, width) per gear
+    dynamic_dims: tuple[tuple[int, ...], ...] = ()  # a size per -1 of input_shape, per gear
+    # atc's --input_shape_range: per input, dims that are ints or (low, high) ranges
+    input_shape_range: Mapping[str, tuple[int | tuple[int, int], ...]] = field(
+        default_factory=dict)
+    fix_batch_dims: bool = False  # rewrite Reshape targets that hard-code the exported batch
 
     def optimize_options(self) -> OptimizeOptions:
         return OptimizeOptions(opt_level=self.opt_level, soc_version=self.soc_version,
                                target=self.target, disabled=self.disabled,
                                enabled=self.enabled, aicore_num=self.aicore_num)
+
+    def gear_mode(self) -> str:
+        """Which of atc's dynamic shape flags is given ("" for none; two is a UsageError)."""
+        given = [m for m in gears.MODES if getattr(self, m)]
+        if len(given) > 1:
+            raise UsageError(f"--{given[0]} and --{given[1]} cannot be combined (atc allows "
+                             "one dynamic shape mode at a time)")
+        return given[0] if given else ""
 
     def profile(self) -> SocProfile:
         """The cost model's profile (``--soc_version``, scaled by ``--aicore_num``)."""
@@ -132,6 +146,7 @@ class CompileOptions:
                              f"{suggest(self.buffer_optimize, BUFFER_OPTIMIZE)}; choose one of "
                              f"{', '.join(BUFFER_OPTIMIZE)}")
         self.profile()  # an unknown SoC or a core count out of range
+        self.gear_mode()
         if self.input_format and self.input_format not in INPUT_FORMATS:
             raise UsageError(f"--input_format: unknown format '{self.input_format}'"
                              f"{suggest(self.input_format, INPUT_FORMATS)}; choose one of "
@@ -151,6 +166,11 @@ class CompileOptions:
                 "optypelist_for_implmode": list(self.optypelist_for_implmode),
                 "reuse_memory": self.reuse_memory, "buffer_optimize": self.buffer_optimize or None,
                 "enable_small_channel": self.enable_small_channel,
+                "dynamic_image_size": [list(g) for g in self.dynamic_image_size],
+                "dynamic_dims": [list(g) for g in self.dynamic_dims],
+                "input_shape_range": {k: [list(d) if isinstance(d, tuple) else d for d in v]
+                                      for k, v in self.input_shape_range.items()},
+                "fix_batch_dims": self.fix_batch_dims,
                 **self.precision_options().to_json()}
 
 
@@ -167,9 +187,11 @@ class CompileResult:
     reference: Graph | None = None  # the optimized graph before precision changes
 
 
-def fix_input_shapes(graph: Graph, given: Mapping[str, Sequence[int]], *, keep_batch: bool
-                     ) -> tuple[Graph, list[str]]:
-    """Apply ``input_shape``; returns the graph and the symbolic dims left (the batch dims)."""
+def fix_input_shapes(graph: Graph, given: Mapping[str, Sequence[int]], *, keep_batch: bool,
+                     symbols_at: Mapping[gears.Position, str] | None = None,
+                     keep: Collection[str] | None = None) -> tuple[Graph, list[str]]:
+    """Apply ``input_shape``; returns the graph and the symbolic dims left (the batch dims,
+    or ``keep`` when given). ``symbols_at`` names the symbol of a ``-1`` (input, dim index)."""
     names = set(graph.input_names)
     for name in given:
         if name not in names:
@@ -177,21 +199,23 @@ def fix_input_shapes(graph: Graph, given: Mapping[str, Sequence[int]], *, keep_b
                              f"{', '.join(sorted(names))})")
     inputs = []
     for v in graph.inputs:
-        dims = _dims_for(v, given.get(v.name))
+        dims = _dims_for(v, given.get(v.name), symbols_at or {})
         inputs.append(Value(v.name, TensorType(v.dtype, dims)))
     symbols = sorted({d for v in inputs for d in v.shape or () if isinstance(d, str)})
-    keep = [s for s in symbols if keep_batch and _is_batch(s, inputs)]
+    kept = [s for s in symbols if (s in keep if keep is not None
+                                   else keep_batch and _is_batch(s, inputs))]
     for s in symbols:
-        if s not in keep:
+        if s not in kept:
             log.warning("symbolic dim '%s' set to 1 (fix it with --input_shape)", s)
-    bound = {s: 1 for s in symbols if s not in keep}
+    bound = {s: 1 for s in symbols if s not in kept}
     inputs = [_bind(v, bound) for v in inputs]
     outputs = tuple(Value(v.name, TensorType(v.dtype, None)) for v in graph.outputs)
     fixed = graph.replace(inputs=tuple(inputs), outputs=outputs, value_info={})
-    return fixed, keep
+    return fixed, kept
 
 
-def _dims_for(v: Value, given: Sequence[int] | None) -> tuple[Dim, ...] | None:
+def _dims_for(v: Value, given: Sequence[int] | None,
+              names: Mapping[gears.Position, str]) -> tuple[Dim, ...] | None:
     if given is None:
         return v.shape
     if v.shape is not None and len(v.shape) != len(given):
@@ -201,7 +225,7 @@ def _dims_for(v: Value, given: Sequence[int] | None) -> tuple[Dim, ...] | None:
     for k, d in enumerate(given):
         if d == -1:
             old = v.shape[k] if v.shape is not None else None
-            out.append(old if isinstance(old, str) else BATCH)
+            out.append(names.get((v.name, k)) or (old if isinstance(old, str) else BATCH))
         elif d < 0:
             raise UsageError(f"--input_shape {v.name}: dim {d} is negative (-1 means dynamic)")
         else:
@@ -302,9 +326,8 @@ def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
     registry = registry or default_registry()
     options.check()
     phase = _Phases(progress, phases)
-    dynamic = bool(options.dynamic_batch_size)
     with phase("shapes"):
-        graph, batch_dims = _prepare(graph, options, dynamic, registry)
+        graph, plan, fixed_dims = _prepare(graph, options, registry)
     profile = options.profile()
     model = NpuCostModel(profile, registry)
     with phase("optimize"):
@@ -318,15 +341,16 @@ def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
                                       source_names=[n.label for n in graph.nodes],
                                       fusions=opt_report.fusions, soc=profile,
                                       registry=registry)
-    gears = [{d: b for d in batch_dims} for b in options.dynamic_batch_size] or [{}]
+    dims = list(plan.dims)
     final_estimate = opt_report.estimate_after if final is optimized else model.graph(final)
     with phase("check precision"):
-        checked = _check(optimized, final, gears, options.check_precision, final_estimate,
+        checked = _check(optimized, final, dims, options.check_precision, final_estimate,
                          registry)
     with phase("plan memory"):
-        base, variants = plan_variants(final, gears, streams=options.streams,
+        base, variants = plan_variants(final, dims, streams=options.streams,
                                        memory_aware=options.memory_aware,
-                                       reuse=options.reuse_memory, registry=registry)
+                                       reuse=options.reuse_memory, ranges=plan.ranges,
+                                       registry=registry)
     estimates = {"source": opt_report.estimate_before, "optimized": opt_report.estimate_after,
                  "final": final_estimate}
     ops = {"source": opt_report.ops_before, "final": final.op_counts()}
@@ -338,7 +362,8 @@ def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
               "implmode": {"mode": options.op_select_implmode,
                            "op_types": list(options.optypelist_for_implmode),
                            "changed": [c.to_json() for c in impl]},
-              "notes": options.notes(), "soc_profile": profile.to_json()}
+              "notes": options.notes(), "soc_profile": profile.to_json(),
+              "shapes": {**plan.to_json(), "fix_batch_dims": fixed_dims}}
     with phase("write"):
         build = write(base, variants, output, options=options.to_json(), report=report,
                       command_line=command_line, registry=registry)
@@ -357,15 +382,86 @@ def _check(reference: Graph, final: Graph, gears: Sequence[Mapping[str, int]], l
     return check_precision(reference, final, gears, level, flops=flops, registry=registry)
 
 
-def _prepare(graph: Graph, options: CompileOptions, dynamic: bool, registry: Registry
-             ) -> tuple[Graph, list[str]]:
-    graph, batch_dims = fix_input_shapes(graph, options.input_shape, keep_batch=dynamic)
-    if dynamic and not batch_dims:
-        raise UsageError("--dynamic_batch_size needs a dynamic batch dim: give it as -1 in "
-                         "--input_shape (e.g. 'x:-1,3,224,224')")
+def _prepare(graph: Graph, options: CompileOptions, registry: Registry
+             ) -> tuple[Graph, gears.Gears, list[str]]:
+    """Input shapes fixed, the gears worked out and checked by shape inference (each gear's
+    dims bound) before any other work; and the Reshapes ``fix_batch_dims`` rewrote."""
+    plan, names, exported, given = _gears(graph, options)
+    graph, _ = fix_input_shapes(graph, given, keep_batch=False, symbols_at=names,
+                                keep=set(plan.symbols))
     if options.input_format:
         check_input_format(graph, options.input_format)
     graph = verify(graph, registry)
     if options.out_nodes:
         graph = verify(select_outputs(graph, options.out_nodes), registry)
-    return graph, batch_dims
+    fixed: list[str] = []
+    if options.fix_batch_dims:
+        graph, fixed = shapes.fix_batch_dims(graph, plan.dims, exported, registry)
+        for label in fixed:
+            log.info("--fix_batch_dims: node '%s': target's first entry now copies the batch",
+                     label)
+    shapes.check_gears(graph, plan.dims, exported, registry)
+    return graph, plan, fixed
+
+
+def _gears(graph: Graph, options: CompileOptions
+           ) -> tuple[gears.Gears, dict[gears.Position, str], dict[str, int],
+                      dict[str, tuple[int, ...]]]:
+    """The gears, the symbol of every varying dim, the size each had in the model as
+    exported (where it was static) and the shapes to fix."""
+    mode = options.gear_mode()
+    given = {k: tuple(v) for k, v in options.input_shape.items()}
+    bounds: dict[gears.Position, tuple[int, int]] = {}
+    for name, dims in options.input_shape_range.items():
+        given[name] = tuple(-1 if isinstance(d, tuple) else int(d) for d in dims)
+        bounds.update({(name, k): d for k, d in enumerate(dims) if isinstance(d, tuple)})
+    if not mode:
+        return gears.Gears(), {}, {}, given
+    where = list(bounds) if bounds else gears.positions(given)
+    if not where and mode == "dynamic_batch_size":  # the model's own symbolic batch dims
+        where = [(v.name, 0) for v in graph.inputs if v.name not in given and v.shape
+                 and isinstance(v.shape[0], str)]
+    if not where:
+        example = {"dynamic_image_size": "x:1,3,-1,-1", "dynamic_dims": "x:-1,-1"}
+        what = "a dynamic batch dim" if mode == "dynamic_batch_size" else "the dims that vary"
+        raise UsageError(f"--{mode} needs {what} as -1 in --input_shape (e.g. "
+                         f"'{example.get(mode, 'x:-1,3,224,224')}')")
+    columns = (_columns(mode, options, len(where)) if not bounds
+               else [tuple(bounds[p] for p in where)])
+    owner = gears.shared_symbols(where, columns)
+    declared = {v.name: v.shape for v in graph.inputs}
+    names: dict[gears.Position, str] = {}
+    exported: dict[str, int] = {}
+    for i, (name, k) in enumerate(where):
+        oname, ok = where[owner[i]]
+        shape = declared.get(oname)
+        old = shape[ok] if shape is not None and ok < len(shape) else None
+        names[(name, k)] = (old if isinstance(old, str) else
+                            BATCH if ok == 0 else f"{oname}_d{ok}")
+        mine = declared.get(name)
+        if mine is not None and k < len(mine) and isinstance(mine[k], int):
+            exported.setdefault(names[(name, k)], int(mine[k]))
+    symbols = tuple(dict.fromkeys(names[p] for p in where))
+    if bounds:
+        per = {names[p]: r for p, r in bounds.items()}
+        spans = gears.buckets(per)
+        dims = tuple({s: hi for s, (_, hi) in b.items()} for b in spans)
+        return gears.Gears(mode, symbols, dims, tuple(spans)), names, exported, given
+    dims = tuple({names[p]: g[i] for i, p in enumerate(where)} for g in columns)
+    return gears.Gears(mode, symbols, dims), names, exported, given
+
+
+def _columns(mode: str, options: CompileOptions, count: int) -> list[tuple[int, ...]]:
+    if mode == "dynamic_batch_size":
+        return [(b,) * count for b in options.dynamic_batch_size]
+    values = list(options.dynamic_image_size if mode == "dynamic_image_size"
+                  else options.dynamic_dims)
+    width = 2 if mode == "dynamic_image_size" else count
+    if count != width:
+        raise UsageError(f"--{mode} needs exactly two -1 dims (height and width) in "
+                         f"--input_shape, there are {count}")
+    for g in values:
+        if len(g) != width:
+            raise UsageError(f"--{mode}: gear {list(g)} has {len(g)} sizes; --input_shape has "
+                             f"{width} -1 dims")
+    return values

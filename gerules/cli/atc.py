@@ -34,9 +34,6 @@ MODES = {"0": "compile", "1": "om to json", "3": "pre-check", "6": "model info"}
 UNSUPPORTED: dict[str, str] = {
     "--weight": "Caffe weights; convert the model to ONNX (--framework=5)",
     "--insert_op_conf": "AIPP preprocessing is not implemented; put it in the model",
-    "--dynamic_image_size": "only --dynamic_batch_size is implemented",
-    "--dynamic_dims": "only --dynamic_batch_size is implemented",
-    "--input_shape_range": "give fixed dims or -1 with --dynamic_batch_size",
     "--input_fp16_nodes": "inputs keep their dtype; cast in the model",
     "--is_input_adjust_hw_layout": "no layout transforms on inputs",
     "--is_output_adjust_hw_layout": "no layout transforms on outputs",

@@ -55,6 +55,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     options.add_conversion_flags(p)
     p.add_argument("--dynamic_batch_size", "--dynamic-batch-size", metavar="B1,B2,...",
                    help="one plan per batch size (the batch dim is -1 in --input_shape)")
+    p.add_argument("--dynamic_image_size", metavar="H,W;H,W",
+                   help="one plan per image size (height and width are -1 in --input_shape)")
+    p.add_argument("--dynamic_dims", metavar="D,D;D,D",
+                   help="one plan per gear: a size for each -1 of --input_shape, in order")
+    p.add_argument("--input_shape_range", metavar="NAME:[LO~HI],D,...",
+                   help="dims in ranges: compiled symbolically, one plan per range bucket")
+    p.add_argument("--fix_batch_dims", action="store_true",
+                   help="rewrite Reshape targets that hard-code the exported batch size (each "
+                   "gear is checked by shape inference)")
     p.add_argument("--streams", type=int, default=1, metavar="N",
                    help="run independent branches on N streams (default 1)")
     p.add_argument("--enable_single_stream", metavar="true|false",
@@ -81,10 +90,29 @@ def compile_options(args: argparse.Namespace) -> CompileOptions:
         opt_level=args.opt_level, soc_version=args.soc_version, target=args.target,
         input_shape=options.input_shapes(args.input_shape),
         dynamic_batch_size=batch_sizes(args.dynamic_batch_size),
+        **dynamic_shapes(args),
         disabled=switches.off, enabled=switches.on, streams=streams,
         **options.conversion_options(args))
     opts.check()
     return opts
+
+
+def dynamic_shapes(args: argparse.Namespace) -> dict[str, Any]:
+    """``--dynamic_image_size``, ``--dynamic_dims``, ``--input_shape_range`` and
+    ``--fix_batch_dims`` as ``CompileOptions`` fields."""
+    from .. import gears
+
+    out: dict[str, Any] = {"fix_batch_dims": args.fix_batch_dims}
+    for mode in ("dynamic_image_size", "dynamic_dims"):
+        text = getattr(args, mode)
+        if text:
+            out[mode] = tuple(gears.gear_values(mode, text, text.split(";")[0].count(",") + 1))
+    if args.input_shape_range:
+        shapes, ranges = gears.parse_ranges(args.input_shape_range)
+        out["input_shape_range"] = {
+            name: tuple(ranges.get((name, k), d) for k, d in enumerate(dims))
+            for name, dims in shapes.items()}
+    return out
 
 
 def batch_sizes(text: str | None) -> tuple[int, ...]:

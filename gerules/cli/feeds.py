@@ -119,10 +119,12 @@ def _read_npy(f: BinaryIO, path: Path, max_bytes: int) -> np.ndarray:
 
 def concrete_shapes(inputs: Sequence[Value], given: Mapping[str, tuple[int, ...]], *,
                     bound: Mapping[str, int] | None = None,
-                    gears: Sequence[Mapping[str, int]] = ()) -> dict[str, tuple[int, ...]]:
+                    gears: Sequence[Mapping[str, int]] = (),
+                    defaults: Mapping[str, int] | None = None) -> dict[str, tuple[int, ...]]:
     """A static shape per input: from ``--input-shape``, else declared dims with symbols bound
     (by ``bound``: sizes the caller already knows, e.g. from ``.npy`` files; by the specs; then
-    by the first compiled gear of ``gears`` that agrees with them, else 1 with a warning)."""
+    by the first compiled gear of ``gears`` that agrees with them, by ``defaults``, else 1
+    with a warning)."""
     names = {v.name for v in inputs}
     for name in given:
         if name not in names:
@@ -138,6 +140,7 @@ def concrete_shapes(inputs: Sequence[Value], given: Mapping[str, tuple[int, ...]
             raise UsageError(f"--input-shape: {gear_name(bound)} was not compiled; the model "
                              f"has {', '.join(gear_name(g) for g in gears)}")
         bound = {**gear, **bound}
+    bound = {**(defaults or {}), **bound}
     return {v.name: given.get(v.name) or _default_shape(v, bound) for v in inputs}
 
 
