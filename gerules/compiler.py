@@ -185,6 +185,8 @@ class CompileResult:
     precision: PrecisionReport | None = None
     phases: Mapping[str, float] = field(default_factory=dict)
     reference: Graph | None = None  # the optimized graph before precision changes
+    source: Graph | None = None  # the model with its input shapes fixed, before optimizing
+    estimate: GraphEstimate | None = None  # the graph written's, node by node
 
 
 def fix_input_shapes(graph: Graph, given: Mapping[str, Sequence[int]], *, keep_batch: bool,
@@ -369,7 +371,7 @@ def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
                       command_line=command_line, registry=registry)
     report["phases_s"] = phase.to_json()
     return CompileResult(build.path, final, opt_report, build, time.perf_counter() - start,
-                         report, prec, dict(phase.times), optimized)
+                         report, prec, dict(phase.times), optimized, graph, final_estimate)
 
 
 def _check(reference: Graph, final: Graph, gears: Sequence[Mapping[str, int]], level: str,

@@ -88,3 +88,19 @@ def top_reasons(rules: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str, 
     rows = [(rule, reason, int(n)) for rule, stats in rules.items()
             for reason, n in stats.get("rejected", {}).items()]
     return sorted(rows, key=lambda r: (-r[2], r[0], r[1]))
+
+
+CAST_WARN = 0.10  # Casts costing more than this fraction of the estimate get a warning
+
+
+def cast_warning(figures: Mapping[str, Any], fraction: float = CAST_WARN) -> str | None:
+    """A warning when the graph written spends more than ``fraction`` of its estimated time
+    in Cast nodes (float16 gains eaten by conversions), else None."""
+    us = float(figures.get("by_op_us", {}).get("final", {}).get("Cast", 0.0))
+    total = float(figures.get("estimate_us", {}).get("final", 0.0))
+    if total <= 0 or us <= fraction * total:
+        return None
+    count = int(figures.get("ops", {}).get("final", {}).get("Cast", 0))
+    return (f"{count} Casts take {us:.1f} us, {100 * us / total:.0f}% of the estimate (over "
+            f"{100 * fraction:.0f}%): the dtype changes eat part of the float16 gain; "
+            "force_fp16, or a mixed-precision list that keeps neighbours together, needs fewer")

@@ -74,6 +74,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="atc spelling: true means --streams 1")
     p.add_argument("--report", type=Path, metavar="PATH",
                    help="X.html: the HTML report and X.json beside it; X.json: JSON only")
+    p.add_argument("--save_onnx", action="store_true",
+                   help="also write the graph compiled into the .om as NAME.optimized.onnx "
+                   "beside it (Netron opens it; fused ops are in domain 'ge')")
     atc.add_unsupported(p)
     p.set_defaults(func=run)
 
@@ -155,6 +158,8 @@ def _compile(args: argparse.Namespace, source: Path, framework: str) -> int:
     output = _output(args)
     check_output_path(output, [source])
     fusion_json = check_output_path(output.parent / FUSION_RESULT, [source, output])
+    onnx_out = (check_output_path(output.with_suffix(".optimized.onnx"), [source, output])
+                if args.save_onnx else None)
     if args.report:
         from ..report import report_paths
 
@@ -177,6 +182,10 @@ def _compile(args: argparse.Namespace, source: Path, framework: str) -> int:
         start = time.perf_counter()
         written = _write_report(args, result, progress) if args.report else []
         written.append(_write_fusion_result(fusion_json, result.report))
+        if onnx_out is not None:
+            from ..onnx_io import save_model
+
+            written.append(save_model(result.graph, onnx_out))
         phases["report"] = time.perf_counter() - start
     print(summary.conversion_summary(result.report, phases))
     print(f"wrote {result.path} ({summary.mib(result.path.stat().st_size)}, "

@@ -132,6 +132,8 @@ def conversion_summary(report: Mapping[str, Any], phases: Mapping[str, float]) -
               saturation_line(opt)]
     lines += [f"warning: {w}" for w in opt.get("warnings", [])]
     lines += ["", precision_summary(report), *implmode_lines(report.get("implmode", {}))]
+    casts = figures.cast_warning(rec)
+    lines += [f"warning: {casts}"] if casts else []
     lines += [f"note: {n}" for n in report.get("notes", [])]
     lines += ["", *memory_lines(rec), time_line(phases)]
     return "\n".join(lines)
