@@ -44,3 +44,9 @@ def test_the_api_guides_first_example_fuses_and_explains(tmp_path: Path,
     assert out.getvalue().splitlines() == promised
     assert "ge.FusedConv" in promised[0] and "shape(x) == shape(y)" in promised[1]
     assert (tmp_path / "net.om").is_file()
+
+
+def test_the_cpu_only_torch_install_is_explained() -> None:
+    for doc in (ROOT / "README.md", ROOT / "docs" / "CONVERTING.md"):
+        text = " ".join(doc.read_text().split())
+        assert "torch==2.13.0 --index-url" in text and "CUDA" in text, doc.name

@@ -14,9 +14,12 @@ Invariants:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -178,21 +181,41 @@ def _compile(args: argparse.Namespace, source: Path, framework: str) -> int:
                                    source=str(source), progress=progress, phases=loaded)
         except (ModelError, ResourceLimit) as e:  # found in the model after loading it
             raise e.with_place(file=str(source))
-        phases = dict(result.phases)
-        start = time.perf_counter()
-        written = _write_report(args, result, progress) if args.report else []
-        written.append(_write_fusion_result(fusion_json, result.report))
-        if onnx_out is not None:
-            from ..onnx_io import save_model
+        written: list[Path] = [result.path]
+        with _all_or_none(written):  # the .om and the files beside it, or none of them
+            phases = dict(result.phases)
+            start = time.perf_counter()
+            written += _write_report(args, result, progress) if args.report else []
+            written.append(_write_fusion_result(fusion_json, result.report))
+            if onnx_out is not None:
+                from ..onnx_io import save_model
 
-            written.append(save_model(result.graph, onnx_out))
-        phases["report"] = time.perf_counter() - start
-    print(summary.conversion_summary(result.report, phases))
-    print(f"wrote {result.path} ({summary.mib(result.path.stat().st_size)}, "
-          f"{len(result.build.variants)} variant(s))")
-    for path in written:
-        print(f"wrote {path}")
+                written.append(save_model(result.graph, onnx_out))
+            phases["report"] = time.perf_counter() - start
+            progress.close()
+            print(summary.conversion_summary(result.report, phases))
+            print(f"wrote {result.path} ({summary.mib(result.path.stat().st_size)}, "
+                  f"{len(result.build.variants)} variant(s))")
+            for path in written[1:]:
+                print(f"wrote {path}")
+            sys.stdout.flush()
     return 0
+
+
+@contextlib.contextmanager
+def _all_or_none(written: list[Path]) -> Iterator[None]:
+    """Remove every file in ``written`` when the block fails or is interrupted, so a
+    conversion leaves all its outputs or none (the .om alone would be a partial result). A
+    closed stdout (``| head``) is not a failure of the conversion: the files stay."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except BaseException:
+        for path in written:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        raise
 
 
 def _load(source: Path, framework: str, opts: CompileOptions, trust: bool) -> Graph:
