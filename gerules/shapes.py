@@ -24,8 +24,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .build import bind_dims
 from .errors import GeError, ModelError
+from .ir.dims import bind_dims
 from .ir.graph import Graph, Node
 from .ir.registry import Registry
 from .ir.verify import verify

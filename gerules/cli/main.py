@@ -99,7 +99,7 @@ def add_global_flags(p: argparse.ArgumentParser, *, top: bool = False) -> None:
                    help="print nothing but errors", **default)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     epilog = "exit codes: " + "; ".join(f"{k} {v}" for k, v in EXIT_CODES.items())
     parser = _Parser(prog=PROG, description="Rule-driven graph compiler for an Ascend-like NPU.",
                      epilog=epilog)

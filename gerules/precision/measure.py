@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..build import bind_dims
+from ..ir.dims import bind_dims
 from ..ir.graph import Graph, Value
 from ..ir.registry import Registry
 from ..ir.verify import verify

@@ -27,7 +27,7 @@ class Placed:
 
 def layered(preds: Sequence[Sequence[int]]) -> list[Placed]:
     """Layer and slot per node; ``preds[k]`` are the (earlier) nodes node ``k`` reads."""
-    layer = []
+    layer: list[int] = []
     for k, ps in enumerate(preds):
         layer.append(1 + max((layer[p] for p in ps if p < k), default=-1))
     rows: dict[int, list[int]] = {}
