@@ -17,11 +17,12 @@ Invariants:
   given order; nodes nothing needs any more are dropped. Unknown nodes or indices are a
   ``UsageError`` naming them.
 - ``input_format`` is validated and recorded; it never changes the graph (ONNX is NCHW).
-- ``CompileResult.report`` is plain JSON data: source, options, optimize, precision, the
-  record every view reads (``figures``: nodes, estimates, op counts, memory per variant and
-  precision of the source, optimized and final graphs) and the time of every phase
-  (``phases_s``, with the caller's ``phases``, e.g. loading, first). The ``.om`` stores it
-  with the ``write`` phase still running, so its ``phases_s`` ends at ``plan memory``.
+- ``CompileResult.report`` is plain JSON data: source, its framework (``onnx``, ``pytorch``,
+  ``caffe``, ``tensorflow``, ``mindspore``), options, optimize, precision, the record every
+  view reads (``figures``: nodes, estimates, op counts, memory per variant and precision of
+  the source, optimized and final graphs) and the time of every phase (``phases_s``, with the
+  caller's ``phases``, e.g. loading, first). The ``.om`` stores it with the ``write`` phase
+  still running, so its ``phases_s`` ends at ``plan memory``.
 """
 
 from __future__ import annotations
@@ -281,13 +282,13 @@ def prune(graph: Graph) -> Graph:
     return graph.replace(nodes=tuple(reversed(keep)), initializers=inits)
 
 
-def check_input_format(graph: Graph, fmt: str) -> None:
+def check_input_format(graph: Graph, fmt: str, framework: str = "onnx") -> None:
     """atc's ``--input_format``: checked against the inputs, recorded, never acted on."""
     if fmt in ("NCHW", "NHWC") and not any(v.type.rank == 4 for v in graph.inputs):
         raise UsageError(f"--input_format={fmt} needs a 4-D input; the inputs are "
                          + ", ".join(f"{v.name} {v.type}" for v in graph.inputs)
                          + " (use ND)")
-    if fmt == "NHWC":
+    if fmt == "NHWC" and framework != "tensorflow":  # TF models are NHWC as converted
         log.warning("--input_format=NHWC: ONNX models are NCHW; no layout change is made "
                     "(the format is only recorded)")
 
@@ -316,7 +317,7 @@ class _Phases:
 
 
 def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
-                  command_line: str = "", source: str = "",
+                  command_line: str = "", source: str = "", framework: str = "onnx",
                   registry: Registry | None = None, progress: Progress | None = None,
                   phases: Mapping[str, float] | None = None) -> CompileResult:
     """Optimize ``graph`` and write ``output`` (a ``.om``); returns what was done.
@@ -329,7 +330,7 @@ def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
     options.check()
     phase = _Phases(progress, phases)
     with phase("shapes"):
-        graph, plan, fixed_dims = _prepare(graph, options, registry)
+        graph, plan, fixed_dims = _prepare(graph, options, registry, framework)
     profile = options.profile()
     model = NpuCostModel(profile, registry)
     with phase("optimize"):
@@ -358,7 +359,7 @@ def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
     ops = {"source": opt_report.ops_before, "final": final.op_counts()}
     record = figures.record(estimates, ops, memory_figures(variants),
                             {"mode": options.precision_mode, **checked})
-    report = {"source": source, "options": options.to_json(),
+    report = {"source": source, "framework": framework, "options": options.to_json(),
               "optimize": opt_report.to_json(), "precision": prec.to_json(),
               "figures": record, "phases_s": phase.to_json(),
               "implmode": {"mode": options.op_select_implmode,
@@ -384,7 +385,7 @@ def _check(reference: Graph, final: Graph, gears: Sequence[Mapping[str, int]], l
     return check_precision(reference, final, gears, level, flops=flops, registry=registry)
 
 
-def _prepare(graph: Graph, options: CompileOptions, registry: Registry
+def _prepare(graph: Graph, options: CompileOptions, registry: Registry, framework: str = "onnx"
              ) -> tuple[Graph, gears.Gears, list[str]]:
     """Input shapes fixed, the gears worked out and checked by shape inference (each gear's
     dims bound) before any other work; and the Reshapes ``fix_batch_dims`` rewrote."""
@@ -392,7 +393,7 @@ def _prepare(graph: Graph, options: CompileOptions, registry: Registry
     graph, _ = fix_input_shapes(graph, given, keep_batch=False, symbols_at=names,
                                 keep=set(plan.symbols))
     if options.input_format:
-        check_input_format(graph, options.input_format)
+        check_input_format(graph, options.input_format, framework)
     graph = verify(graph, registry)
     if options.out_nodes:
         graph = verify(select_outputs(graph, options.out_nodes), registry)

@@ -93,7 +93,7 @@ def test_mode_3_writes_check_result(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     capsys.readouterr()
     assert main(["compile", "gru.onnx", "--mode=3", "--check_report=gru.json"]) == 1
     out = capsys.readouterr().out
-    assert "pre-check failed: 1 of 2 nodes supported" in out
+    assert "pre-check failed (onnx): 1 of 2 nodes supported" in out
     assert "unsupported: node 'gru' (GRU): unknown op GRU" in out
     nodes = json.loads((tmp_path / "gru.json").read_text())["nodes"]
     assert [(n["name"], n["result"]) for n in nodes] == [("r", "supported"),
