@@ -30,7 +30,7 @@ CLI = [sys.executable, "-m", "gerules.cli.main"]
 SIGNALS = {"SIGINT": (130, "interrupted"), "SIGTERM": (143, "terminated (SIGTERM)"),
            "SIGHUP": (129, "hung up (SIGHUP)")}
 # Moments of `compile --report`: each phase, and the first temporary output file.
-MOMENTS = ("phase:load", "phase:optimize", "phase:plan memory and write", "write",
+MOMENTS = ("phase:load", "phase:optimize", "phase:plan memory", "phase:write", "write",
            "phase:write the report")
 
 
