@@ -219,8 +219,8 @@ def check_input_format(graph: Graph, fmt: str) -> None:
 class _Phases:
     """Times each phase and tells ``progress`` when one starts."""
 
-    def __init__(self, progress: Progress | None) -> None:
-        self.times: dict[str, float] = {}
+    def __init__(self, progress: Progress | None, earlier: Mapping[str, float]) -> None:
+        self.times: dict[str, float] = dict(earlier)
         self.progress = progress
 
     @contextmanager
@@ -237,12 +237,16 @@ class _Phases:
 def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
                   command_line: str = "", source: str = "",
                   registry: Registry | None = None,
-                  progress: Progress | None = None) -> CompileResult:
-    """Optimize ``graph`` and write ``output`` (a ``.om``); returns what was done."""
+                  progress: Progress | None = None,
+                  earlier: Mapping[str, float] | None = None) -> CompileResult:
+    """Optimize ``graph`` and write ``output`` (a ``.om``); returns what was done.
+
+    ``earlier``: times of phases the caller ran before (the CLI's ``load``), reported first.
+    """
     start = time.perf_counter()
     registry = registry or default_registry()
     options.check()
-    phase = _Phases(progress)
+    phase = _Phases(progress, earlier or {})
     dynamic = bool(options.dynamic_batch_size)
     with phase("shapes"):
         graph, batch_dims = _prepare(graph, options, dynamic, registry)

@@ -14,6 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 from ..compiler import CompileOptions, compile_model
@@ -125,10 +126,12 @@ def _compile(args: argparse.Namespace, source: Path, framework: str) -> int:
     opts = compile_options(args)
     with Progress() as progress:
         progress(f"load {framework} model")
+        start = time.perf_counter()
         graph = _load(source, framework, opts)
+        loaded = {"load": time.perf_counter() - start}
         try:
             result = compile_model(graph, opts, output, command_line=args.command_line,
-                                   source=str(source), progress=progress)
+                                   source=str(source), progress=progress, earlier=loaded)
         except (ModelError, ResourceLimit) as e:  # found in the model after loading it
             raise e.with_place(file=str(source))
         written = _write_report(args, result, progress) if args.report else []
