@@ -7,7 +7,9 @@ Invariants (checked by ``gerules.ir.verify.verify``):
 - Shapes hold ``int`` dims and ``str`` symbolic dims (the same name means the same size);
   ``shape is None`` means the rank itself is unknown.
 - Initializers are read-only NumPy arrays; ``content_key`` addresses them by content so
-  identical weights can be stored once.
+  identical weights can be stored once. The key of a read-only array is computed once and
+  kept beside it (a table keyed by the array's identity, whose entry goes when the array
+  does), so dedupe, planning and the ``.om`` writer never hash a weight twice.
 - Domain ``""`` is ai.onnx; fused NPU ops live in domain ``"ge"``.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -195,10 +198,37 @@ class Graph:
         return dict(sorted(counts.items()))
 
 
+# id(array) -> (a weak reference to it, its key); an entry leaves when its array is freed.
+_KEYS: dict[int, tuple[weakref.ref[np.ndarray], str]] = {}
+
+
 def content_key(array: np.ndarray) -> str:
-    """A content address for a weight: SHA-256 over dtype, shape and bytes."""
+    """A content address for a weight: SHA-256 over dtype, shape and bytes.
+
+    Read-only arrays are hashed once: the key is kept while the array lives (weights are
+    read-only and never mutated, see the module docstring). A writeable array is hashed on
+    every call, since its bytes may change.
+    """
+    if array.flags.writeable:
+        return _digest(array)
+    hit = _KEYS.get(id(array))
+    if hit is not None and hit[0]() is array:
+        return hit[1]
+    key = _digest(array)
+    ident = id(array)
+    _KEYS[ident] = (weakref.ref(array, lambda _: _KEYS.pop(ident, None)), key)
+    return key
+
+
+def _digest(array: np.ndarray) -> str:
     h = hashlib.sha256()
     h.update(array.dtype.str.encode())
     h.update(repr(tuple(array.shape)).encode())
-    h.update(np.ascontiguousarray(array).tobytes())
+    if array.size:  # hashed in place: no copy unless the array is not contiguous
+        h.update(byte_view(array))
     return h.hexdigest()
+
+
+def byte_view(array: np.ndarray) -> memoryview:
+    """The bytes of ``array`` in C order, without a copy when it is contiguous."""
+    return np.ascontiguousarray(array).reshape(-1).view(np.uint8).data

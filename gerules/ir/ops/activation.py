@@ -15,12 +15,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from ...errors import ShapeError
 from ..dtypes import FLOATS
 from ..graph import TensorType
 from ..registry import ELEMENTWISE, INPLACE, Call
+from . import _special
 from ._common import (
     Arrays,
     Types,
@@ -48,7 +48,7 @@ def leaky_relu(x: np.ndarray, alpha: float = 0.01) -> np.ndarray:
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
-    return np.asarray(special.expit(x))
+    return _special.sigmoid(x)
 
 
 def hard_sigmoid(x: np.ndarray, alpha: float = 0.2, beta: float = 0.5) -> np.ndarray:
@@ -65,7 +65,11 @@ def gelu(x: np.ndarray, approximate: str = "none") -> np.ndarray:
         return np.asarray(x.dtype.type(0.5) * x * (1 + np.tanh(inner)))
     if approximate != "none":
         raise ShapeError(f"Gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return np.asarray(x.dtype.type(0.5) * x * (1 + special.erf(x / x.dtype.type(np.sqrt(2.0)))))
+    y = _special.erf(x / x.dtype.type(np.sqrt(2.0)))  # 0.5 * x * (1 + erf(x / sqrt 2))
+    y += x.dtype.type(1)
+    y *= x
+    y *= x.dtype.type(0.5)
+    return y
 
 
 def softplus(x: np.ndarray) -> np.ndarray:
