@@ -36,26 +36,40 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{PROG}: error: {message} (see '{self.prog} --help')\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; ``only``: register that subcommand alone (its module is the only one
+    imported, so ``ge-rewrite run x.om`` loads neither ONNX nor the optimizer)."""
     parser = _Parser(prog=PROG, description="Rule-driven graph compiler for an Ascend-like NPU.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     parser.add_argument("--log", default=os.environ.get("GE_LOG", "warning"),
                         choices=["debug", "info", "warning", "error", "null"],
                         help="log level (atc's --log)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in COMMANDS:
+    for name in COMMANDS if only is None else (only,):
         importlib.import_module(f"{__package__}.cmd_{name}").register(sub)
     return parser
 
 
+def command_in(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names: its first word that is one, unless help is asked for
+    before it (then every subcommand is listed)."""
+    for word in argv:
+        if word in ("-h", "--help"):
+            return None
+        if word in COMMANDS:
+            return word
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    raw = list(sys.argv[1:] if argv is None else argv)
+    routed = route(raw)  # atc-style lines (--model=...) mean compile
     try:  # importing the subcommands takes a moment: Ctrl-C then is no traceback either
-        parser = build_parser()
+        parser = build_parser(command_in(routed))
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
-    raw = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(route(raw))  # atc-style lines (--model=...) mean compile
+    args = parser.parse_args(routed)
     args.command_line = shlex.join([PROG, *raw])  # recorded verbatim in what we write
     if args.log != "null":
         logging.basicConfig(level=args.log.upper(), format=f"{PROG}: %(levelname)s: %(message)s")
