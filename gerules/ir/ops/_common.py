@@ -12,6 +12,7 @@ Invariants:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -29,6 +30,7 @@ from ..registry import (
     FoldTypesFn,
     InferFn,
     KernelFn,
+    KernelOutFn,
     OpSchema,
     Port,
     Unit,
@@ -214,6 +216,7 @@ def schema(
     unit_of: UnitFn | None = None,
     domain: str = "",
     doc: str = "",
+    kernel_out: KernelOutFn | None = None,
 ) -> OpSchema:
     """An ``OpSchema`` from the compact port notation of ``ports``."""
     return OpSchema(
@@ -231,6 +234,7 @@ def schema(
         fold_types=fold_types,
         doc=doc,
         unit_of=unit_of,
+        kernel_out=kernel_out,
     )
 
 
@@ -338,3 +342,23 @@ def lattr(call: Call, name: str) -> list[int] | None:
     """An ``ints`` attribute as a list, ``None`` when absent."""
     value = call.attrs.get(name)
     return None if value is None else ints(value)
+
+
+_SCRATCH = threading.local()
+
+
+def scratch(shape: Sequence[int], dtype: np.dtype | type) -> np.ndarray:
+    """A work array of ``shape`` (uninitialised) from this thread's reusable buffer.
+
+    Kernels use it for temporaries they fill and drop before returning (im2col patches), so
+    the buffer's pages are touched once per thread instead of being mapped anew per call.
+    The array is valid until the next ``scratch`` call on the same thread.
+    """
+    dt = np.dtype(dtype)
+    nbytes = prod(shape) * dt.itemsize
+    buf = getattr(_SCRATCH, "buf", None)
+    if buf is None or buf.nbytes < nbytes:
+        buf = np.empty(max(nbytes, 1 << 20) + 64, np.uint8)
+        _SCRATCH.buf = buf
+    start = -buf.ctypes.data % 64
+    return buf[start:start + nbytes].view(dt).reshape(tuple(shape))

@@ -42,7 +42,7 @@ from ._common import (
     schema,
     widen,
 )
-from .activation import ACTIVATION_FLOPS, activate, check_activation, gelu
+from .activation import ACTIVATION_FLOPS, activate_into, check_activation, gelu
 from .conv import CONV_ATTRS, conv, conv_flops, conv_infer
 from .linalg import blas_ready, matmul_shape
 from .norm import layer_norm
@@ -87,13 +87,22 @@ def _fconv_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
     return [_residual(y, at(types, 3), "residual Z", "ge.FusedConv")]
 
 
-def _fconv_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+def _fconv(inputs: Arrays, call: Call, out: np.ndarray | None) -> np.ndarray:
+    """conv, then the residual and the activation in place in its output."""
     x, w = need(at(inputs, 0), "ge.FusedConv", "X"), need(at(inputs, 1), "ge.FusedConv", "W")
-    y = conv(x, w, at(inputs, 2), call.attrs)
+    y = conv(x, w, at(inputs, 2), call.attrs, out)
     z = at(inputs, 3)
     if z is not None:
-        y = y + z.astype(y.dtype, copy=False)
-    return [activate(y, call.attrs)]
+        y += z.astype(y.dtype, copy=False)
+    return activate_into(y, call.attrs)
+
+
+def _fconv_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    return [_fconv(inputs, call, None)]
+
+
+def _fconv_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
+    _fconv(inputs, call, outs[0])
 
 
 def _fconv_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
@@ -119,15 +128,33 @@ def _fmm_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
     return [_residual(y, at(types, 2), "bias C", "ge.FusedMatMul")]
 
 
-def _fmm_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+def _fmm(inputs: Arrays, call: Call, out: np.ndarray | None) -> np.ndarray:
+    """One BLAS matmul into ``out``, then the bias and the activation in place."""
     a, b = need(at(inputs, 0), "ge.FusedMatMul", "A"), need(at(inputs, 1), "ge.FusedMatMul")
     if iattr(call, "transB"):
         b = np.swapaxes(b, -1, -2)
-    y = np.matmul(blas_ready(widen(a)), blas_ready(widen(b)))
     c = at(inputs, 2)
+    if a.dtype == np.float16:  # float32 arithmetic, rounded once at the end
+        y = np.matmul(blas_ready(widen(a)), blas_ready(widen(b)))
+        if c is not None:
+            y += widen(c)
+        y = activate_into(y, call.attrs).astype(a.dtype)
+        if out is None:
+            return y
+        out[...] = y
+        return out
+    y = np.matmul(blas_ready(a), blas_ready(b), out=out)
     if c is not None:
-        y = y + widen(c)
-    return [activate(np.asarray(y).astype(a.dtype, copy=False), call.attrs)]
+        y += c
+    return activate_into(y, call.attrs)
+
+
+def _fmm_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    return [_fmm(inputs, call, None)]
+
+
+def _fmm_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
+    _fmm(inputs, call, outs[0])
 
 
 def _fmm_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
@@ -214,9 +241,11 @@ def _gelu_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
 SCHEMAS = [
     schema("FusedConv", 1, "X W B? Z?", "Y", _fconv_infer, _fconv_kernel, domain="ge",
            attrs=[*CONV_ATTRS, *ACT_ATTRS], unit="cube", flops=_fconv_flops,
+           kernel_out=_fconv_out,
            doc="Y = act(Conv(X, W, B) + Z): conv, optional residual, fused activation"),
     schema("FusedMatMul", 1, "A B C?", "Y", _fmm_infer, _fmm_kernel, domain="ge",
            attrs=[*ACT_ATTRS, attr("transB", "int", 0)], unit="cube", flops=_fmm_flops,
+           kernel_out=_fmm_out,
            doc="Y = act(A @ B' + C): batched matmul, optional bias, fused activation"),
     schema("Attention", 1, "Q Kt V Mask?", "Y", _attn_infer, _attn_kernel, domain="ge",
            attrs=[attr("scale", "float")], unit="cube", flops=_attn_flops,
