@@ -27,6 +27,9 @@ CASES = [
     ("FusedMatMul", "ge", [_r(2, 3, 5, 8), _r(2, 3, 6, 8), None], {"transB": 1}),
     ("FusedMatMul", "ge", [_r(4, 8).astype(np.float16), _r(8, 3).astype(np.float16),
                            _r(3).astype(np.float16)], {"activation": "Relu"}),
+    ("MultiHeadAttention", "ge", [_r(2, 5, 12), _r(2, 5, 12), _r(2, 5, 12), _r(2, 1, 1, 5)],
+     {"num_heads": 3}),
+    ("MultiHeadAttention", "ge", [_r(1, 4, 24), None, None], {"num_heads": 2, "scale": 0.3}),
 ]
 
 
