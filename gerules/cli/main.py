@@ -61,20 +61,26 @@ def command_in(argv: Sequence[str]) -> str | None:
     return None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    raw = list(sys.argv[1:] if argv is None else argv)
+def _parse(raw: list[str]) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    """The parser (with the subcommand ``raw`` names) and the parsed arguments; logging set."""
     routed = route(raw)  # atc-style lines (--model=...) mean compile
-    try:  # importing the subcommands takes a moment: Ctrl-C then is no traceback either
-        parser = build_parser(command_in(routed))
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+    parser = build_parser(command_in(routed))
     args = parser.parse_args(routed)
     args.command_line = shlex.join([PROG, *raw])  # recorded verbatim in what we write
     if args.log != "null":
         logging.basicConfig(level=args.log.upper(), format=f"{PROG}: %(levelname)s: %(message)s")
     else:  # no handler at all would make logging print warnings through its last resort
         logging.getLogger().addHandler(logging.NullHandler())
+    return parser, args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    raw = list(sys.argv[1:] if argv is None else argv)
+    try:  # importing the subcommand takes a moment: Ctrl-C then is no traceback either
+        parser, args = _parse(raw)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -30,6 +30,7 @@ CASES = [
     ("MultiHeadAttention", "ge", [_r(2, 5, 12), _r(2, 5, 12), _r(2, 5, 12), _r(2, 1, 1, 5)],
      {"num_heads": 3}),
     ("MultiHeadAttention", "ge", [_r(1, 4, 24), None, None], {"num_heads": 2, "scale": 0.3}),
+    ("AddLayerNorm", "ge", [_r(2, 3, 8), _r(2, 3, 8), _r(8), _r(8)], {"epsilon": 1e-3}),
 ]
 
 
@@ -45,3 +46,16 @@ def test_kernel_out_writes_what_kernel_returns(op: str, domain: str, inputs: lis
     schema.kernel_out(inputs, call, [out])
     assert out.dtype == want.dtype
     np.testing.assert_array_equal(out, want)
+
+
+def test_add_layer_norm_in_place_over_its_input_and_with_the_sum_output() -> None:
+    """The plan may give Y the buffer of X (INPLACE); the optional S output is X + R."""
+    schema = default_registry().get("AddLayerNorm", "ge", 1)
+    x, r, scale, bias = _r(2, 5, 16), _r(2, 5, 16), _r(16), _r(16)
+    for outputs in (1, 2):
+        call = schema.call({}, outputs)
+        want = schema.kernel([x, r, scale, bias], call)
+        outs = [x.copy(), *(np.full_like(x, np.nan) for _ in range(outputs - 1))]
+        schema.kernel_out([outs[0], r, scale, bias], call, outs)
+        for got, expected in zip(outs, want, strict=True):
+            np.testing.assert_array_equal(got, expected)

@@ -312,12 +312,27 @@ def _aln_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
     return [s, s][: max(1, call.num_outputs)]
 
 
-def _aln_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+def _aln(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """S = X + R (into the S output, or into Y's buffer when S is not wanted), then
+    LayerNormalization(S) into Y in place. Y may share X's buffer (INPLACE): X is read
+    before Y is written."""
     x, r, scale = (need(at(inputs, i), "ge.AddLayerNorm") for i in range(3))
-    s = x + r
+    want_s = call.num_outputs > 1
+    target = outs[1] if want_s and len(outs) > 1 else (outs[0] if outs and not want_s
+                                                       else None)
+    s = np.add(x, r, out=target) if target is not None and target.shape == np.broadcast_shapes(
+        x.shape, r.shape) else x + r
     y, _, _ = layer_norm(s, scale, at(inputs, 3), iattr(call, "axis", -1),
-                         fattr(call, "epsilon", 1e-5))
+                         fattr(call, "epsilon", 1e-5), out=outs[0] if outs else None)
     return [y, s][: max(1, call.num_outputs)]
+
+
+def _aln_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    return _aln(inputs, call, ())
+
+
+def _aln_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
+    _aln(inputs, call, outs)
 
 
 # ----------------------------------------------------------------------------- Gelu
@@ -352,7 +367,7 @@ SCHEMAS = [
            doc="Y = merge_heads(Attention(split_heads(Q), split_heads(K)^T, split_heads(V), "
                "Mask)): heads split and merged inside; K and V absent: Q is packed QKV"),
     schema("AddLayerNorm", 1, "X R Scale B?", "Y S?", _aln_infer, _aln_kernel, domain="ge",
-           attrs=[attr("axis", "int", -1), attr("epsilon", "float", 1e-5)],
+           attrs=[attr("axis", "int", -1), attr("epsilon", "float", 1e-5)], kernel_out=_aln_out,
            traits={INPLACE}, flops=lambda ins, outs, call: 9 * numel_of(outs[0]),
            doc="Y = LayerNormalization(X + R); optional second output S = X + R"),
     schema("Gelu", 1, "X", "Y", _gelu_infer, _gelu_kernel, domain="ge",
