@@ -130,7 +130,7 @@ def _readonly(array: np.ndarray) -> np.ndarray:
     return array
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
 class Graph:
     """A model graph. Build it once; derive changed copies with ``replace``."""
 

@@ -1,7 +1,10 @@
 """``ConstTensor``: a constant array as a hashable e-node attribute.
 
 Invariants:
-- The array is a read-only copy (or an already read-only array) that nobody mutates.
+- The array is read-only and nobody mutates it: a writeable array is *taken*, made
+  read-only in place rather than copied (every caller hands over an array it has just
+  computed: a folded value, a rule's computed constant), so folding a model's weights costs
+  no second copy of them.
 - Equality and hashing go by content (dtype, shape, bytes) through ``content_key``, computed
   once; two initializers with the same bytes are one ``ConstTensor`` and so one e-class.
 """
@@ -21,7 +24,6 @@ class ConstTensor:
     def __init__(self, array: np.ndarray) -> None:
         arr = np.asarray(array)
         if arr.flags.writeable:
-            arr = arr.copy()
             arr.setflags(write=False)
         self.array = arr
         self.key = content_key(arr)

@@ -233,6 +233,7 @@ class _Rewriter:
             if over.any():
                 self.report.overflow += int(np.count_nonzero(over))
                 arr = np.clip(old, -top, top).astype(dtype)
+        arr.setflags(write=False)  # ours alone: the Graph keeps it without copying
         self.inits[new] = arr
         before, after = self.report.weight_bytes
         self.report.weight_bytes = (before + old.nbytes, after + arr.nbytes)
