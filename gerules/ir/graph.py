@@ -9,7 +9,9 @@ Invariants (checked by ``gerules.ir.verify.verify``):
 - Initializers are read-only NumPy arrays; ``content_key`` addresses them by content so
   identical weights can be stored once. The key of a read-only array is computed once and
   kept beside it (a table keyed by the array's identity, whose entry goes when the array
-  does), so dedupe, planning and the ``.om`` writer never hash a weight twice.
+  does), so dedupe, planning and the ``.om`` writer never hash a weight twice; and they hash
+  only arrays whose ``fingerprint`` (dtype, shape and a few sampled elements, O(1)) equals
+  another's, so most weights are never hashed at all.
 - Domain ``""`` is ai.onnx; fused NPU ops live in domain ``"ge"``.
 """
 
@@ -232,3 +234,34 @@ def _digest(array: np.ndarray) -> str:
 def byte_view(array: np.ndarray) -> memoryview:
     """The bytes of ``array`` in C order, without a copy when it is contiguous."""
     return np.ascontiguousarray(array).reshape(-1).view(np.uint8).data
+
+
+FINGERPRINT_SAMPLES = 32
+
+
+def fingerprint(array: np.ndarray) -> tuple[str, tuple[int, ...], bytes]:
+    """dtype, shape and ``FINGERPRINT_SAMPLES`` evenly spaced elements: equal contents give
+    equal fingerprints; different fingerprints mean different contents (``content_key``
+    decides between equal ones)."""
+    flat = array.reshape(-1)
+    if flat.size > FINGERPRINT_SAMPLES:
+        flat = flat[np.linspace(0, flat.size - 1, FINGERPRINT_SAMPLES).astype(np.intp)]
+    return array.dtype.str, tuple(array.shape), np.ascontiguousarray(flat).tobytes()
+
+
+def unique_arrays(arrays: Iterable[np.ndarray]) -> tuple[list[np.ndarray], dict[int, int]]:
+    """The arrays with content duplicates removed (first occurrences kept, in order), and
+    ``id(array) -> position`` in that list for every array given. Only arrays whose
+    fingerprint equals another's are hashed (``content_key``)."""
+    distinct = list({id(a): a for a in arrays}.values())
+    groups: dict[tuple[str, tuple[int, ...], bytes], list[np.ndarray]] = {}
+    for a in distinct:
+        groups.setdefault(fingerprint(a), []).append(a)
+    first: dict[int, np.ndarray] = {}  # id(array) -> the first array with its content
+    for group in groups.values():
+        seen: dict[str, np.ndarray] = {}
+        for a in group:
+            first[id(a)] = seen.setdefault(content_key(a), a) if len(group) > 1 else a
+    unique = [a for a in distinct if first[id(a)] is a]
+    where = {id(a): k for k, a in enumerate(unique)}
+    return unique, {ident: where[id(rep)] for ident, rep in first.items()}

@@ -35,11 +35,10 @@ import numpy as np
 from ..errors import GeError
 from ..ir.attrs import Attrs
 from ..ir.dtypes import ONNX_CODES
-from ..ir.graph import Graph, Node, TensorType
+from ..ir.graph import Graph, Node, TensorType, unique_arrays
 from ..ir.infer import infer_node, schema_for
 from ..ir.registry import Registry
 from ..ir.verify import verify
-from ..memory.plan import unique_arrays
 
 log = logging.getLogger(__name__)
 
@@ -284,5 +283,5 @@ def estimated_weights_bytes(graph: Graph, conversion: Conversion) -> int:
     stood = {k: conversion.sources[k] for k in inits if k in conversion.sources}
     size = {k: inits[k].nbytes for k in stood}
     by_source = {id(a): k for k, a in stood.items()}
-    return (sum(a.nbytes for a in unique_arrays(real))
-            + sum(size[by_source[id(a)]] for a in unique_arrays(stood.values())))
+    return (sum(a.nbytes for a in unique_arrays(real)[0])
+            + sum(size[by_source[id(a)]] for a in unique_arrays(stood.values())[0]))
