@@ -6,8 +6,14 @@ loaded and the kernel it picked (``threadpoolctl`` when installed: the ``bench``
 whether ``OPENBLAS_CORETYPE`` is set (OpenBLAS then uses that kernel instead of detecting the
 CPU), the BLAS thread count and the Python, NumPy and onnxruntime versions.
 
-``verdict(label, value, limit)`` is one line ``PASS``/``FAIL label: value <= limit``; a bench
-collects them with ``Verdicts`` and writes them into its JSON.
+``Verdicts.check(label, value, limit)`` is one line ``PASS``/``FAIL label: value <= limit``;
+a bench collects them and writes them into its JSON.
+
+``process_env(folder)`` is the environment for timed child processes: Python's bytecode cache
+on, kept in ``folder`` (``PYTHONPYCACHEPREFIX``), whatever ``PYTHONDONTWRITEBYTECODE`` says
+here. An installed package has its bytecode compiled at install time; an editable checkout
+under ``PYTHONDONTWRITEBYTECODE=1`` would otherwise recompile every module of gerules in
+every process (a few tenths of a second), which no user's installation does.
 """
 
 from __future__ import annotations
@@ -17,6 +23,13 @@ import platform
 import sys
 from dataclasses import dataclass, field
 from typing import Any
+
+
+def process_env(folder: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = folder
+    return env
 
 
 def cpu_model() -> str:
@@ -50,6 +63,7 @@ def facts() -> dict[str, Any]:
         "cpus": os.cpu_count(), "cpu": cpu_model(),
         "load_avg_1_5_15": [round(x, 2) for x in os.getloadavg()],
         "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
+        "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE"),
         "blas": blas(), "python": sys.version.split()[0], "numpy": numpy.__version__,
     }
     try:
