@@ -72,7 +72,9 @@ def _bn_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     xw = widen(x)
     dt = xw.dtype
     inv = (scale.astype(dt) / np.sqrt(var.astype(dt) + dt.type(eps))).reshape(shape)
-    y = (xw - mean.astype(dt).reshape(shape)) * inv + b.astype(dt).reshape(shape)
+    y = xw - mean.astype(dt).reshape(shape)  # one array; the rest in place, same order
+    y *= inv
+    y += b.astype(dt).reshape(shape)
     return [y.astype(x.dtype, copy=False)]
 
 
