@@ -16,9 +16,10 @@ Invariants:
   given order; nodes nothing needs any more are dropped. Unknown nodes or indices are a
   ``UsageError`` naming them.
 - ``input_format`` is validated and recorded; it never changes the graph (ONNX is NCHW).
-- ``CompileResult.report`` is plain JSON data: source, options, optimize, precision, the final
-  graph's op counts and estimate (``final``: after precision, Casts included), memory figures
-  per variant and the time of every phase (``phases_s``).
+- ``CompileResult.report`` is plain JSON data: source, its framework (``onnx``, ``pytorch``,
+  ``caffe``, ``tensorflow``), options, optimize, precision, the final graph's op counts and
+  estimate (``final``: after precision, Casts included), memory figures per variant and the
+  time of every phase (``phases_s``).
 """
 
 from __future__ import annotations
@@ -205,13 +206,13 @@ def prune(graph: Graph) -> Graph:
     return graph.replace(nodes=tuple(reversed(keep)), initializers=inits)
 
 
-def check_input_format(graph: Graph, fmt: str) -> None:
+def check_input_format(graph: Graph, fmt: str, framework: str = "onnx") -> None:
     """atc's ``--input_format``: checked against the inputs, recorded, never acted on."""
     if fmt in ("NCHW", "NHWC") and not any(v.type.rank == 4 for v in graph.inputs):
         raise UsageError(f"--input_format={fmt} needs a 4-D input; the inputs are "
                          + ", ".join(f"{v.name} {v.type}" for v in graph.inputs)
                          + " (use ND)")
-    if fmt == "NHWC":
+    if fmt == "NHWC" and framework != "tensorflow":  # TF models are NHWC as converted
         log.warning("--input_format=NHWC: ONNX models are NCHW; no layout change is made "
                     "(the format is only recorded)")
 
@@ -235,7 +236,7 @@ class _Phases:
 
 
 def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
-                  command_line: str = "", source: str = "",
+                  command_line: str = "", source: str = "", framework: str = "onnx",
                   registry: Registry | None = None,
                   progress: Progress | None = None,
                   earlier: Mapping[str, float] | None = None) -> CompileResult:
@@ -249,7 +250,7 @@ def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
     phase = _Phases(progress, earlier or {})
     dynamic = bool(options.dynamic_batch_size)
     with phase("shapes"):
-        graph, batch_dims = _prepare(graph, options, dynamic, registry)
+        graph, batch_dims = _prepare(graph, options, dynamic, registry, framework)
     with phase("optimize"):
         optimized, opt_report = optimize(graph, options.optimize_options(), registry)
     with phase("precision"):
@@ -261,7 +262,7 @@ def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
     if final is not optimized and options.measure_error:
         with phase("measure precision error"):
             prec.errors = measure_error(optimized, final, dims=dims[0], registry=registry)
-    report = {"source": source, "options": options.to_json(),
+    report = {"source": source, "framework": framework, "options": options.to_json(),
               "optimize": opt_report.to_json(), "precision": prec.to_json(),
               "final": _final(final, opt_report if final is optimized else None,
                               options.soc_version, registry),
@@ -285,14 +286,14 @@ def _final(graph: Graph, unchanged: OptimizeReport | None, soc: str, registry: R
     return {"nodes": len(graph.nodes), "ops": graph.op_counts(), "estimate": estimate.to_json()}
 
 
-def _prepare(graph: Graph, options: CompileOptions, dynamic: bool, registry: Registry
-             ) -> tuple[Graph, list[str]]:
+def _prepare(graph: Graph, options: CompileOptions, dynamic: bool, registry: Registry,
+             framework: str) -> tuple[Graph, list[str]]:
     graph, batch_dims = fix_input_shapes(graph, options.input_shape, keep_batch=dynamic)
     if dynamic and not batch_dims:
         raise UsageError("--dynamic_batch_size needs a dynamic batch dim: give it as -1 in "
                          "--input_shape (e.g. 'x:-1,3,224,224')")
     if options.input_format:
-        check_input_format(graph, options.input_format)
+        check_input_format(graph, options.input_format, framework)
     graph = verify(graph, registry)
     if options.out_nodes:
         graph = verify(select_outputs(graph, options.out_nodes), registry)

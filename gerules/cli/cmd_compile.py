@@ -14,6 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from pathlib import Path
 
@@ -22,7 +23,6 @@ from ..errors import ModelError, ResourceLimit, UsageError
 from ..fileio import check_output_path
 from ..ir.graph import Graph
 from ..onnx_io import DEFAULT_MAX_TENSOR_BYTES, load_model
-from ..onnx_io.load import read_file
 from . import atc, options, summary
 from .progress import Progress
 
@@ -31,13 +31,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("compile", help="compile a model into a .om offline model",
                        description="Optimize a model for the NPU, plan its memory and write "
                        "NAME.om. atc's flag names are accepted (docs/CONVERTING.md).")
-    p.add_argument("model", type=Path, nargs="?", help="model file (.onnx, or .pt/.pt2)")
+    p.add_argument("model", type=Path, nargs="?",
+                   help="model file (.onnx, .pt/.pt2, .prototxt, .mindir, .pb or a SavedModel "
+                   "folder)")
     p.add_argument("--model", dest="model_flag", type=Path, metavar="MODEL",
                    help="model file (atc spelling)")
     p.add_argument("--output", metavar="NAME", help="write NAME.om")
     p.add_argument("--framework", metavar="F",
-                   help="5 = ONNX (default for .onnx), pytorch = TorchScript or torch.export "
-                   "archive (default for .pt/.pt2)")
+                   help="0 = Caffe (.prototxt), 1 = MindSpore (.mindir), 3 = TensorFlow "
+                   "(frozen .pb or SavedModel folder), 5 = ONNX, pytorch = TorchScript or "
+                   "torch.export archive (.pt/.pt2); default: by the model's extension")
+    p.add_argument("--weight", type=Path, metavar="FILE",
+                   help="--framework=0: the .caffemodel with the net's weights")
     p.add_argument("--trust_archive", "--trust-archive", action="store_true",
                    help="PyTorch archives: also accept TorchScript and pickled modules, which "
                    "run their own code when loaded; the conversion then runs in a separate, "
@@ -107,8 +112,10 @@ def run(args: argparse.Namespace) -> int:
         return atc.model_info(args)
     source = model_path(args)
     framework = atc.framework(args.framework, source)
+    if args.weight is not None and framework != "caffe":
+        raise UsageError("--weight is the Caffe .caffemodel; it needs --framework=0")
     if mode == "3":
-        return atc.pre_check(args, source, _onnx_bytes(source, framework, args))
+        return atc.pre_check(args, source, framework)
     return _compile(args, source, framework)
 
 
@@ -131,11 +138,14 @@ def _compile(args: argparse.Namespace, source: Path, framework: str) -> int:
     with Progress() as progress:
         progress(f"load {framework} model")
         start = time.perf_counter()
-        graph = _load(source, framework, opts, args.trust_archive)
+        graph = _load(source, framework, opts, args)
         loaded = {"load": time.perf_counter() - start}
+        if framework == "tensorflow":
+            opts = _tensorflow_options(opts, graph)
         try:
             result = compile_model(graph, opts, output, command_line=args.command_line,
-                                   source=str(source), progress=progress, earlier=loaded)
+                                   source=str(source), framework=framework,
+                                   progress=progress, earlier=loaded)
         except (ModelError, ResourceLimit) as e:  # found in the model after loading it
             raise e.with_place(file=str(source))
         written = _write_report(args, result, progress) if args.report else []
@@ -148,22 +158,29 @@ def _compile(args: argparse.Namespace, source: Path, framework: str) -> int:
     return 0
 
 
-def _load(source: Path, framework: str, opts: CompileOptions, trust: bool) -> Graph:
+def _load(source: Path, framework: str, opts: CompileOptions, args: argparse.Namespace
+          ) -> Graph:
     if framework == "pytorch":
         from ..frontends.torch import convert_archive
 
         batch = min(opts.dynamic_batch_size or (1,))
-        return convert_archive(source, opts.input_shape, batch=batch, trust=trust)
+        return convert_archive(source, opts.input_shape, batch=batch,
+                               trust=args.trust_archive)
+    if framework != "onnx":
+        from ..frontends.formats import load
+
+        return load(source, framework, opts.input_shape, weight=args.weight,
+                    out_nodes=options.out_nodes(args.out_nodes))
     return load_model(source, max_bytes=DEFAULT_MAX_TENSOR_BYTES)
 
 
-def _onnx_bytes(source: Path, framework: str, args: argparse.Namespace) -> bytes:
-    if framework == "pytorch":
-        from ..frontends.torch import archive_onnx
+def _tensorflow_options(opts: CompileOptions, graph: Graph) -> CompileOptions:
+    """atc's TF defaults: shapes by the graph's names, NHWC; out_nodes done by tf2onnx."""
+    from ..frontends.tensorflow import graph_shapes
 
-        return archive_onnx(source, options.input_shapes(args.input_shape),
-                            trust=args.trust_archive)
-    return read_file(source)
+    fmt = opts.input_format or ("NHWC" if any(v.type.rank == 4 for v in graph.inputs) else "")
+    return dataclasses.replace(opts, input_shape=graph_shapes(opts.input_shape), out_nodes=(),
+                               input_format=fmt)
 
 
 def _write_report(args: argparse.Namespace, result: object, progress: Progress) -> list[Path]:

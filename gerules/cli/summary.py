@@ -126,6 +126,7 @@ def om_info(om: OmFile) -> dict[str, Any]:
         "file": om.path, "bytes": om.header.file_size,
         "format_version": f"{om.header.major}.{om.header.minor}", "producer": c.producer,
         "soc_version": c.soc_version, "command_line": c.command_line,
+        "framework": report.get("framework", "onnx"),
         "opt_level": options.get("opt_level"), "precision_mode": options.get("precision_mode"),
         "inputs": [{"name": v.name, "type": str(v.type)} for v in c.graph.inputs],
         "outputs": [{"name": v.name, "type": str(v.type)} for v in c.graph.outputs],
@@ -143,8 +144,8 @@ def om_info(om: OmFile) -> dict[str, Any]:
 def om_info_text(info: dict[str, Any]) -> str:
     lines = [f"model: {info['file']} ({mib(info['bytes'])}, format {info['format_version']}, "
              f"{info['producer']})",
-             f"soc_version: {info['soc_version']}  opt level: {info['opt_level']}  precision: "
-             f"{info['precision_mode']}",
+             f"source framework: {info['framework']}  soc_version: {info['soc_version']}  "
+             f"opt level: {info['opt_level']}  precision: {info['precision_mode']}",
              f"command line: {info['command_line'] or '(not recorded)'}"]
     lines += [f"input  {x['name']}: {x['type']}" for x in info["inputs"]]
     lines += [f"output {x['name']}: {x['type']}" for x in info["outputs"]]
@@ -163,10 +164,13 @@ def om_info_text(info: dict[str, Any]) -> str:
 
 def precheck_text(result: dict[str, Any], path: Path) -> str:
     s = result["summary"]
-    lines = [f"pre-check {result['result']}: {s['supported']} of {s['nodes']} nodes supported "
-             f"({s['op_types']} op types); wrote {path}"]
+    unit = "layer" if result.get("framework") == "caffe" else "node"
+    lines = [f"pre-check {result['result']} ({result.get('framework', 'onnx')}): "
+             f"{s['supported']} of {s['nodes']} {unit}s supported ({s['op_types']} "
+             f"{unit} types); wrote {path}"]
     for n in result["nodes"]:
         if n["result"] != "supported":
-            lines.append(f"  {n['result']}: node '{n['name']}' ({n['op']}): {n.get('reason', '')}")
+            lines.append(f"  {n['result']}: {unit} '{n['name']}' ({n['op']}): "
+                         f"{n.get('reason', '')}")
     lines += [f"  error: {e['message']}" for e in result.get("errors", []) if not e.get("node")]
     return "\n".join(lines)

@@ -13,6 +13,10 @@ Invariants (checked by ``gerules.ir.verify.verify``):
   only arrays whose ``fingerprint`` (dtype, shape and a few sampled elements, O(1)) equals
   another's, so most weights are never hashed at all.
 - Domain ``""`` is ai.onnx; fused NPU ops live in domain ``"ge"``.
+- A subgraph (an attribute of If, Loop, Scan) is a ``Graph`` whose nodes may read names it
+  does not define: its ``free_names``, values of the enclosing graph. The node that owns it
+  lists those values as its last inputs (the reader appends them), in the order of
+  ``free_names`` over its subgraphs, so dependencies, lifetimes and renaming all see them.
 """
 
 from __future__ import annotations
@@ -28,10 +32,13 @@ from typing import Any
 import numpy as np
 
 from .attrs import EMPTY, Attrs
-from .dtypes import DType
+from .dtypes import DType, itemsize
 
 Dim = int | str
 Shape = tuple[Dim, ...]
+# The dtype of a subgraph input or output whose model leaves its type to inference (ONNX
+# function bodies do); only subgraph signatures hold it, inference replaces it.
+UNTYPED = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +67,7 @@ class TensorType:
 
     def nbytes(self) -> int | None:
         n = self.numel()
-        return None if n is None else n * np.dtype(self.dtype).itemsize
+        return None if n is None else n * itemsize(self.dtype)
 
     def __str__(self) -> str:
         dims = "?" if self.shape is None else ",".join(str(d) for d in self.shape)
@@ -193,6 +200,11 @@ class Graph:
             return TensorType(arr.dtype.name, tuple(int(d) for d in arr.shape))
         return None
 
+    def key(self) -> tuple[Any, ...]:
+        """A hashable structural key (nodes, signature, weights by content)."""
+        return (self.nodes, self.inputs, self.outputs,
+                tuple(sorted((k, content_key(v)) for k, v in self.initializers.items())))
+
     def op_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for n in self.nodes:
@@ -265,3 +277,31 @@ def unique_arrays(arrays: Iterable[np.ndarray]) -> tuple[list[np.ndarray], dict[
     unique = [a for a in distinct if first[id(a)] is a]
     where = {id(a): k for k, a in enumerate(unique)}
     return unique, {ident: where[id(rep)] for ident, rep in first.items()}
+
+
+def free_names(graph: Graph) -> tuple[str, ...]:
+    """Names the nodes of ``graph`` read without ``graph`` defining them, in order of first
+    use (a subgraph's values from its enclosing graph)."""
+    defined = set(graph.input_names) | set(graph.initializers)
+    free: dict[str, None] = {}
+    for node in graph.nodes:
+        for name in node.present_inputs():
+            if name not in defined:
+                free.setdefault(name)
+        defined.update(node.outputs)
+    return tuple(free)
+
+
+def subgraphs(attrs: Mapping[str, Any]) -> list[Graph]:
+    """The subgraph attributes among a node's ``attrs``, by attribute name."""
+    return [v for _, v in sorted(attrs.items()) if isinstance(v, Graph)]
+
+
+def captures(attrs: Mapping[str, Any]) -> tuple[str, ...]:
+    """The enclosing-graph values read by the subgraphs among a node's ``attrs`` (the node's
+    last inputs)."""
+    seen: dict[str, None] = {}
+    for g in subgraphs(attrs):
+        for name in free_names(g):
+            seen.setdefault(name)
+    return tuple(seen)

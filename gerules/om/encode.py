@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import ModelError
 from ..ir.attrs import AttrValue
 from ..ir.dtypes import ONNX_CODES
-from ..ir.graph import Graph, Node, TensorType, Value, unique_arrays
+from ..ir.graph import UNTYPED, Graph, Node, TensorType, Value, unique_arrays
 from .contents import OmContents, Variant
 from .format import ALIGN, pad
 from .names import check_name
@@ -54,9 +54,14 @@ def collect_blobs(graph: Graph) -> Blobs:
 
 
 def _all_tensors(graph: Graph) -> list[np.ndarray]:
+    """Initializers and attribute tensors, of subgraphs too."""
     found = list(graph.initializers.values())
     for node in graph.nodes:
-        found.extend(v for v in node.attrs.values() if isinstance(v, np.ndarray))
+        for v in node.attrs.values():
+            if isinstance(v, np.ndarray):
+                found.append(v)
+            elif isinstance(v, Graph):
+                found.extend(_all_tensors(v))
     return found
 
 
@@ -99,7 +104,8 @@ def encode_value(v: Value) -> dict[str, Any]:
 
 
 def encode_type(t: TensorType) -> dict[str, Any]:
-    _check_dtype(t.dtype)
+    if t.dtype != UNTYPED:  # only subgraph signatures hold it; the reader checks that
+        _check_dtype(t.dtype)
     return {"dtype": t.dtype, "shape": None if t.shape is None else list(t.shape)}
 
 
@@ -119,6 +125,8 @@ def encode_node(node: Node, blobs: Blobs) -> dict[str, Any]:
 def encode_attr(value: AttrValue, blobs: Blobs, where: str) -> dict[str, Any]:
     if isinstance(value, np.ndarray):
         return {"type": "tensor", "weight": blobs.index[id(value)]}
+    if isinstance(value, Graph):
+        return {"type": "graph", "value": encode_graph(value, blobs)}
     if isinstance(value, bool | int):
         return {"type": "int", "value": int(value)}
     if isinstance(value, float):

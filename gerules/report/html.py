@@ -129,7 +129,8 @@ def summary(r: Mapping[str, Any]) -> str:
         _card(str(opts.get("precision_mode", "")), "precision mode"),
         _card(f"{r.get('seconds', 0):.2f} s", "conversion time"),
     ]
-    facts = [("model", r.get("source", "")), ("output", r.get("output", "")),
+    facts = [("model", r.get("source", "")), ("framework", r.get("framework", "onnx")),
+             ("output", r.get("output", "")),
              ("SoC", opts.get("soc_version", "")), ("opt level", opts.get("opt_level", "")),
              ("target", opts.get("target", "")),
              ("variants", ", ".join(v.get("name", "") for v in r.get("variants", [])))]

@@ -103,14 +103,18 @@ class Model:
     def arena_bytes(self, variant: int = 0) -> int:
         return self.variants[variant].plan.arena_bytes
 
-    def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        """Run once; returns ``{output name: array}`` (copies, safe to keep)."""
+    def run(self, feeds: Mapping[str, Any], *, poison: bool = False) -> dict[str, np.ndarray]:
+        """Run once; returns ``{output name: array}`` (copies, safe to keep).
+
+        ``poison=True`` is a checking run (``runtime.poison``): one stream, every arena byte
+        the plan holds dead overwritten between steps, so an unsafe plan gives wrong numbers.
+        """
         try:
-            return self._run(feeds)
+            return self._run(feeds, poison)
         except GeError as e:
             raise e.with_place(file=self.path) from None
 
-    def _run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    def _run(self, feeds: Mapping[str, Any], poison: bool = False) -> dict[str, np.ndarray]:
         pools = self._open_pools()
         index = self._pick(feeds)
         pool = pools[index]
@@ -119,7 +123,11 @@ class Model:
         arena = pool.acquire()
         try:
             env = {**self._weights, **arrays, **arena.views}
-            if self.streams > 1:
+            if poison:
+                from .poison import run_poisoned
+
+                run_poisoned(program, arena, env)
+            elif self.streams > 1:
                 run_streams(program, env, arena.views)
             else:
                 run_sequential(program, env, arena.views)

@@ -130,8 +130,8 @@ def test_fusion_switch_off_keeps_batchnorm(folder: Path, switch: object) -> None
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--framework=3"], "--framework=3 (TensorFlow) is not supported yet"),
-    (["--framework=0"], "(Caffe) is not supported yet"),
+    (["--framework=7"], "(0 = Caffe, 1 = MindSpore MindIR, 3 = TensorFlow"),
+    (["--weight=net.caffemodel"], "--weight is the Caffe .caffemodel; it needs --framework=0"),
     (["--framework=9"], "--framework: unknown value '9'"),
     (["--insert_op_conf=aipp.cfg"], "--insert_op_conf is an atc flag ge-rewrite does not "
                                     "support: AIPP"),

@@ -36,9 +36,12 @@ GE_OPS = ["FusedConv", "FusedMatMul", "Attention", "MultiHeadAttention", "AddLay
           "Elementwise", "Gelu"]
 
 CUBE = {"Conv", "ConvTranspose", "MatMul", "Gemm", "Einsum", "MatMulInteger", "FusedConv",
-        "FusedMatMul", "Attention", "MultiHeadAttention"}
+        "FusedMatMul", "Attention", "MultiHeadAttention", "FlexAttention", "ConvInteger",
+        "QLinearConv", "QLinearMatMul", "DeformConv"}
 SCALAR = {"Shape", "Size", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Range",
-          "ConstantOfShape", "Constant", "Identity", "Dropout"}
+          "ConstantOfShape", "Constant", "Identity", "Dropout", "EyeLike", "HannWindow",
+          "HammingWindow", "BlackmanWindow", "MelWeightMatrix", "NonMaxSuppression", "If",
+          "Loop", "Scan"}
 
 
 def f32(*dims: int) -> TensorType:

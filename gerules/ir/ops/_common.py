@@ -19,11 +19,13 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ...errors import KernelError, ShapeError
+from ..dtypes import LOW_FLOATS
 from ..graph import Dim, Shape, TensorType
 from ..registry import (
     COMMUTATIVE,
     ELEMENTWISE,
     INPLACE,
+    SHAPE_OP,
     AttrSpec,
     Call,
     FlopsFn,
@@ -217,8 +219,19 @@ def schema(
     domain: str = "",
     doc: str = "",
     kernel_out: KernelOutFn | None = None,
+    widen_low: bool = True,
 ) -> OpSchema:
-    """An ``OpSchema`` from the compact port notation of ``ports``."""
+    """An ``OpSchema`` from the compact port notation of ``ports``.
+
+    With ``widen_low`` (the default, except for ops that move data without arithmetic) the
+    kernel sees bfloat16 and float8 operands as float32 and its float32 outputs go back to
+    that type (``low_precision``); ops that handle those types themselves (Cast, the
+    quantizers) pass ``False``.
+    """
+    if widen_low and SHAPE_OP not in traits:
+        kernel = low_precision(kernel)
+        if kernel_out is not None:
+            kernel_out = low_precision_out(kernel_out, kernel)
     return OpSchema(
         op=op,
         since_version=since,
@@ -236,6 +249,36 @@ def schema(
         unit_of=unit_of,
         kernel_out=kernel_out,
     )
+
+
+def low_precision(kernel: KernelFn) -> KernelFn:
+    """``kernel`` run in float32 on bfloat16/float8 operands, its float32 outputs rounded back
+    to the operands' type (one rounding per op, as NPUs and onnxruntime compute them)."""
+
+    def run(inputs: Arrays, call: Call) -> Sequence[np.ndarray]:
+        low = next((x.dtype for x in inputs if x is not None and x.dtype.name in LOW_FLOATS),
+                   None)
+        if low is None:
+            return kernel(inputs, call)
+        wide = [x.astype(np.float32) if x is not None and x.dtype == low else x
+                for x in inputs]
+        return [y.astype(low) if y.dtype == np.float32 else y for y in kernel(wide, call)]
+
+    return run
+
+
+def low_precision_out(kernel_out: KernelOutFn, kernel: KernelFn) -> KernelOutFn:
+    """``kernel_out``, except that bfloat16/float8 operands or outputs go through ``kernel``
+    (the widened one) and are copied into ``outs``."""
+
+    def run(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
+        if not any(x is not None and x.dtype.name in LOW_FLOATS for x in (*inputs, *outs)):
+            kernel_out(inputs, call, outs)
+            return
+        for out, y in zip(outs, kernel(inputs, call), strict=False):
+            out[...] = y
+
+    return run
 
 
 def widen(x: np.ndarray) -> np.ndarray:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ShapeError
-from ..dtypes import FLOATS
+from ..dtypes import OP_FLOATS
 from ..graph import TensorType
 from ..registry import ELEMENTWISE, INPLACE, Call
 from . import _special
@@ -26,6 +26,7 @@ from ._common import (
     Types,
     at,
     attr,
+    binary,
     broadcast,
     need,
     out_elems,
@@ -36,7 +37,7 @@ from ._common import (
     widen,
 )
 
-FLOAT = frozenset(FLOATS)
+FLOAT = OP_FLOATS
 SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
 
 
@@ -242,6 +243,9 @@ SCHEMAS = [
           attrs=[attr("alpha", "float", 1.0)], doc="Y = X if X > alpha else 0"),
     unary("Shrink", 9, shrink, attrs=[attr("bias", "float", 0.0), attr("lambd", "float", 0.5)],
           doc="soft shrinkage around [-lambd, lambd]"),
+    binary("SwiGLU", 28, lambda a, b, alpha: swish(widen(a), alpha) * widen(b),
+           dtypes=FLOAT, attrs=[attr("alpha", "float", 1.0)],
+           doc="Y = A * sigmoid(alpha * A) * B (A and B of one shape)"),
     unary("Swish", 24, swish, dtypes=FLOAT, flops_per_elem=5,
           attrs=[attr("alpha", "float", 1.0)], doc="Y = X * sigmoid(alpha * X)"),
     schema("Clip", 6, "input", "output", _same_as_x, _clip6_kernel, attrs=CLIP_ATTRS,
