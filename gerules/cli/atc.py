@@ -25,15 +25,12 @@ from ..errors import UsageError
 from ..fileio import atomic_write, check_output_path
 
 ATC_START = ("--model", "--om", "--mode", "--framework", "--weight", "--singleop")
-GLOBAL = ("--debug", "--log")  # flags of ge-rewrite itself, before any subcommand
+GLOBAL = ("--debug", "--log", "--quiet", "-q")  # ge-rewrite's own flags, before a command
 MODES = {"0": "compile", "1": "om to json", "3": "pre-check", "6": "model info"}
 
 # atc flags without an equivalent here, each with what to do instead.
 UNSUPPORTED: dict[str, str] = {
     "--insert_op_conf": "AIPP preprocessing is not implemented; put it in the model",
-    "--dynamic_image_size": "only --dynamic_batch_size is implemented",
-    "--dynamic_dims": "only --dynamic_batch_size is implemented",
-    "--input_shape_range": "give fixed dims or -1 with --dynamic_batch_size",
     "--input_fp16_nodes": "inputs keep their dtype; cast in the model",
     "--is_input_adjust_hw_layout": "no layout transforms on inputs",
     "--is_output_adjust_hw_layout": "no layout transforms on outputs",
@@ -41,13 +38,8 @@ UNSUPPORTED: dict[str, str] = {
     "--op_name_map": "custom op mappings are not implemented",
     "--customize_dtypes": "use --keep_dtype or --modify_mixlist",
     "--precision_mode_v2": "use --precision_mode",
-    "--op_select_implmode": "one implementation per op here",
-    "--optypelist_for_implmode": "one implementation per op here",
     "--op_precision_mode": "use --precision_mode",
     "--auto_tune_mode": "no tuning; the cost model picks the graph",
-    "--buffer_optimize": "the memory planner always reuses memory",
-    "--disable_reuse_memory": "the memory planner always reuses memory",
-    "--enable_small_channel": "no layout choices yet",
     "--enable_compress_weight": "weights are stored as they are",
     "--compress_weight_conf": "weights are stored as they are",
     "--enable_scope_fusion_passes": "TensorFlow scope fusion does not apply to ONNX",
@@ -61,7 +53,6 @@ UNSUPPORTED: dict[str, str] = {
     "--mdl_bank_path": "no tuning banks",
     "--op_bank_path": "no tuning banks",
     "--core_type": "the SoC profile (--soc_version) decides",
-    "--aicore_num": "the SoC profile (--soc_version) decides",
     "--virtual_type": "the SoC profile (--soc_version) decides",
     "--sparsity": "not implemented",
     "--compression_optimize_conf": "not implemented",
@@ -98,7 +89,7 @@ def route(argv: Sequence[str]) -> list[str]:
     args = list(argv)
     k = 0
     while k < len(args) and args[k].split("=", 1)[0] in GLOBAL:
-        k += 1 if "=" in args[k] or args[k] == "--debug" else 2
+        k += 2 if args[k] == "--log" else 1
     if k >= len(args) or args[k].split("=", 1)[0] not in ATC_START:
         return args
     return [*args[:k], "compile", *args[k:]]

@@ -263,7 +263,20 @@ def _variant(d: Doc, v: Any, ctx: str, graph: Graph, registry: Registry) -> Vari
         verify_plan(vgraph, plan, registry)
     except GeError as e:
         raise d.fail(ctx, f"memory plan: {e}") from None
-    return Variant(name, dims, vgraph, plan)
+    return Variant(name, dims, vgraph, plan, _ranges(d, v.get("ranges", {}), ctx, dims))
+
+
+def _ranges(d: Doc, raw: Any, ctx: str, dims: dict[str, int]) -> dict[str, tuple[int, int]]:
+    """A range bucket's ``{symbol: [low, high]}``: its symbols are the variant's dims and
+    ``high`` is the size it was planned at."""
+    out = {}
+    for k, x in d.obj(raw, f"{ctx}.ranges").items():
+        name = d.name(k, f"{ctx}.ranges")
+        pair = d.items(x, f"{ctx}.ranges.{k}", lambda y, c: d.integer(y, c, 0, MAX_DIM))
+        if len(pair) != 2 or not pair[0] <= pair[1] or dims.get(name) != pair[1]:
+            raise d.fail(f"{ctx}.ranges.{k}", "expected [low, high] with high the planned size")
+        out[name] = (pair[0], pair[1])
+    return out
 
 
 def _bound(d: Doc, v: dict[str, Any], key: str, ctx: str, declared: tuple[Value, ...],

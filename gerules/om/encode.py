@@ -175,4 +175,5 @@ def encode_variant(v: Variant) -> dict[str, Any]:
         "arena_bytes": plan.arena_bytes,
         "alignment": plan.alignment,
         "figures": plan.figures.to_json() if plan.figures else None,
+        **({"ranges": {k: list(r) for k, r in v.ranges.items()}} if v.ranges else {}),
     }

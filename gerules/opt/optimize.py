@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from ..cost import DEFAULT_SOC, GraphEstimate, NpuCostModel
+from ..cost import DEFAULT_SOC, GraphEstimate, NpuCostModel, profile_for
 from ..engine import Extraction, Limits, Repeat, Report, Ruleset, Runner, Saturate, Seq, extract
 from ..engine.schedule import Step
 from ..errors import UsageError
@@ -33,7 +33,7 @@ from ..ir.registry import Registry, default_registry, suggest
 from ..ir.verify import verify
 from .costs import ExtractionCost, any_op, onnx_only
 from .lower import Lowered, lower
-from .provenance import Fusion, fusions
+from .provenance import Fusion, applied, fusions, kept
 from .raise_graph import raise_graph
 from .terms import TermContext
 
@@ -64,6 +64,7 @@ class OptimizeOptions:
     target: str = "npu"
     disabled: frozenset[str] = frozenset()  # rule or ruleset names (fusion switch); "ALL"
     enabled: frozenset[str] = frozenset()  # names kept on although "ALL" is off
+    aicore_num: int | None = None  # atc's --aicore_num: the profile scaled to that many cores
     rule_paths: tuple[str, ...] | None = None  # None: the shipped library
     limits: Limits | None = None  # None: the level's
     extraction: str | None = None  # None: the level's ("greedy", "ilp", "tree")
@@ -92,6 +93,9 @@ class OptimizeReport:
     estimate_before: GraphEstimate
     estimate_after: GraphEstimate
     phases: dict[str, float] = field(default_factory=dict)
+    # Per rule, in places (distinct e-classes at the end of the run): matches (a pattern
+    # literal that differs is no match), applied (changed the e-graph there), kept (the
+    # extracted graph shows its work there); rejected (guard reason -> count), bans, ruleset.
     rules: dict[str, dict[str, Any]] = field(default_factory=dict)
     fusions: list[Fusion] = field(default_factory=list)
     stop_reason: str = "not run"
@@ -147,7 +151,7 @@ def optimize(graph: Graph, options: OptimizeOptions | None = None,
     phases: dict[str, float] = {}
     clock = time.perf_counter()
     graph = verify(graph, registry)
-    model = NpuCostModel(options.soc_version, registry)
+    model = NpuCostModel(profile_for(options.soc_version, options.aicore_num), registry)
     before = model.graph(graph)
     phases["verify"] = time.perf_counter() - clock
     report = OptimizeReport(options.opt_level, options.target, model.profile.name,
@@ -159,6 +163,11 @@ def optimize(graph: Graph, options: OptimizeOptions | None = None,
     clock = time.perf_counter()
     result = verify(result, registry)
     phases["verify_result"] = time.perf_counter() - clock
+    for name, seconds in phases.items():
+        log.debug("optimize phase %s: %.3f s", name, seconds)
+    log.debug("optimize: %d -> %d nodes, stop reason %s after %d iterations, %d e-nodes",
+              len(graph.nodes), len(result.nodes), report.stop_reason, report.iterations,
+              report.egraph_nodes)
     report.nodes_after, report.ops_after = len(result.nodes), result.op_counts()
     report.estimate_after = model.graph(result)
     return result, report
@@ -188,13 +197,24 @@ def _saturate_and_extract(graph: Graph, options: OptimizeOptions, registry: Regi
     limits = options.limits or level.limits
     run = _run(low, schedule, limits)
     phases["saturate"] = run.seconds
-    _record_run(report, run, limits)
+    _record_run(report, run, limits, low.egraph.find)
     clock = time.perf_counter()
     ext = _extract(low, model, options, level)
     phases["extract"] = time.perf_counter() - clock
     clock = time.perf_counter()
     result = raise_graph(graph, low, ext)
     report.fusions = fusions(graph, low, ext, result, run.applications)
+    counts = kept(low, ext, run.applications, _patterns(schedule))
+    places = applied(low, run.applications)
+    rulesets = {r.name: r.ruleset for r in library.rules}
+    for name, stats in report.rules.items():
+        stats["applied"] = places.get(name, 0)
+        stats["kept"] = counts.get(name, 0)
+        stats["ruleset"] = rulesets.get(name.split("/")[0], "")
+        log.debug("rule %s: %d matched, %d applied, %d kept, %d rejected (%.3f s search, "
+                  "%.3f s apply)", name, stats["matches"], stats["applied"], stats["kept"],
+                  sum(stats["rejected"].values()), run.rules[name].search_seconds,
+                  run.rules[name].apply_seconds)
     phases["raise"] = time.perf_counter() - clock
     return result
 
@@ -203,19 +223,37 @@ def _run(low: Lowered, schedule: Step, limits: Limits) -> Report:
     return Runner(low.egraph, limits=limits).run(schedule)
 
 
-def _record_run(report: OptimizeReport, run: Report, limits: Limits) -> None:
+def _record_run(report: OptimizeReport, run: Report, limits: Limits,
+                find: Callable[[int], int]) -> None:
     report.stop_reason = run.stop_reason.value
     report.iterations = len(run.iterations)
     report.egraph_nodes, report.egraph_classes = run.nodes, run.classes
     report.limits = {"iterations": limits.iterations, "nodes": limits.nodes,
                      "seconds": limits.seconds}
-    report.rules = {name: {"matches": s.matches, "applied": s.applied,
-                           "rejected": dict(s.rejected), "bans": s.bans}
-                    for name, s in run.rules.items() if s.matches or s.applied}
+    report.rules = {name: {"matches": len({find(r) for r in s.roots}), "applied": s.applied,
+                           "kept": 0, "rejected": dict(s.rejected), "bans": s.bans}
+                    for name, s in run.rules.items() if s.roots or s.applied}
+    _log_rulesets(run)
     if run.stop_reason.value in ("iteration limit", "node limit", "time limit"):
         report.warnings.append(f"saturation stopped at its {run.stop_reason.value} "
                                f"({limits.iterations} iterations, {limits.nodes} e-nodes, "
                                f"{limits.seconds:g} s); the best graph found so far is used")
+
+
+def _log_rulesets(run: Report) -> None:
+    """One debug line per ruleset: iterations, matches, applications, seconds."""
+    if not log.isEnabledFor(logging.DEBUG):
+        return
+    totals: dict[str, list[float]] = {}
+    for it in run.iterations:
+        t = totals.setdefault(it.ruleset, [0, 0, 0, 0.0])
+        t[0] += 1
+        t[1] += sum(it.matches.values())
+        t[2] += sum(it.applied.values())
+        t[3] += it.search_seconds + it.apply_seconds + it.rebuild_seconds
+    for name, (iters, matches, applied_, seconds) in totals.items():
+        log.debug("ruleset %s: %d iterations, %d matches, %d applied, %.3f s", name, iters,
+                  matches, applied_, seconds)
 
 
 def _extract(low: Lowered, model: NpuCostModel, options: OptimizeOptions, level: Level
@@ -225,6 +263,18 @@ def _extract(low: Lowered, model: NpuCostModel, options: OptimizeOptions, level:
     method = options.extraction or level.extraction
     return extract(low.egraph, list(low.roots.values()), cost, method=method,
                    time_limit=level.ilp_seconds)
+
+
+def _patterns(step: Step) -> dict[str, Any]:
+    """Rule name -> its compiled left side, for every rule in the schedule."""
+    if isinstance(step, Ruleset):
+        return {r.name: r.pattern for r in step.rules}
+    if isinstance(step, Repeat | Saturate):
+        return _patterns(step.body)
+    out: dict[str, Any] = {}
+    for sub in step.steps if isinstance(step, Seq) else ():
+        out.update(_patterns(sub))
+    return out
 
 
 def _schedule(library: Any, level: str, disabled: frozenset[str]) -> tuple[Step, set[str]]:

@@ -135,7 +135,7 @@ def test_fusion_switch_off_keeps_batchnorm(folder: Path, switch: object) -> None
     (["--framework=9"], "--framework: unknown value '9'"),
     (["--insert_op_conf=aipp.cfg"], "--insert_op_conf is an atc flag ge-rewrite does not "
                                     "support: AIPP"),
-    (["--dynamic_image_size", "224,224"], "only --dynamic_batch_size is implemented"),
+    (["--dynamic_image_size", "224,224"], "--dynamic_image_size needs the dims that vary as -1"),
     (["--precision_mode=force_fp61"], "did you mean force_fp16"),
     (["--modify_mixlist=mix.json", "--precision_mode=force_fp16"], "only applies with"),
     (["--input_format=NCWH"], "--input_format: unknown format 'NCWH'"),

@@ -47,7 +47,7 @@ def test_report_files(dynamic: Path) -> None:
     html = (dynamic / "report.html").read_text()
     data = json.loads((dynamic / "report.json").read_text())
     assert html.startswith("<!DOCTYPE html>") and 'id="memory"' in html
-    assert set(data["memory"]) == {"N=1", "N=4"}
+    assert set(data["figures"]["memory"]) == {"N=1", "N=4"}
     assert data["command_line"].startswith("ge-rewrite compile --model=")
 
 

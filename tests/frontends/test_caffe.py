@@ -91,7 +91,7 @@ def test_resnet_through_the_atc_command_line(tmp_path: Path,
                  "--dynamic_batch_size=1,2", f"--report={tmp_path / 'r.json'}"]) == 0
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["framework"] == "caffe" and report["source"] == str(prototxt)
-    assert "BatchNormalization" not in report["final"]["ops"]  # folded into the convolutions
+    assert "BatchNormalization" not in report["figures"]["ops"]["final"]  # folded into the convs
     x = np.random.default_rng(5).standard_normal((2, 3, 16, 16)).astype(np.float32)
     want = _reference(net, {"data": x}, ["prob"])
     _close(Model.load(f"{out}.om").run({"data": x}), want)

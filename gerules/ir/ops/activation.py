@@ -142,6 +142,12 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray, Mapping[str, Any]], np.ndarray]] = 
 # Rough vector-unit operations per element for the cost model.
 ACTIVATION_FLOPS = {"": 0, "Relu": 1, "Clip": 2, "LeakyRelu": 2, "Sigmoid": 4,
                     "HardSigmoid": 3, "HardSwish": 4, "Tanh": 4, "Gelu": 8}
+# GELU's exact form evaluates erf (a longer polynomial than tanh): the fast form is cheaper.
+GELU_FLOPS = {"none": 12, "tanh": 8}
+
+
+def gelu_flops(approximate: object) -> int:
+    return GELU_FLOPS.get(str(approximate), GELU_FLOPS["none"])
 
 
 def activate(y: np.ndarray, attrs: Mapping[str, Any]) -> np.ndarray:
