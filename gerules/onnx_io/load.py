@@ -21,8 +21,6 @@ import logging
 import os
 from pathlib import Path
 
-import onnx
-
 from ..budgets import DEFAULT, Budgets
 from ..errors import GeError, ModelError
 from ..fileio import read_input
@@ -30,9 +28,11 @@ from ..ir import dtypes
 from ..ir.graph import Graph
 from ..ir.verify import toposort, verify
 from .external import read_external
+from .proto import TENSOR, ModelProto, TensorProto, parse_model
 from .reader import model_to_graph
 from .sniff import known_format, text_kind
 from .tensors import ExternalReader
+from .wire import WireError
 
 log = logging.getLogger(__name__)
 
@@ -66,25 +66,27 @@ def read_file(path: str | os.PathLike[str]) -> bytes:
                       "external data)")
 
 
-def parse(data: bytes) -> onnx.ModelProto:
-    """The ``ModelProto`` in ``data``; non-ONNX content is named, never misparsed."""
+def parse(data: bytes) -> ModelProto:
+    """The ``ModelProto`` in ``data``; non-ONNX content is named, never misparsed.
+
+    Decoded by ``proto`` (ONNX's field tables over ``wire``), without the ``onnx`` package;
+    ``raw_data`` fields are views of ``data``, not copies.
+    """
     if not data:
         raise ModelError("empty file")
     fmt = known_format(data)
     if fmt:
         raise ModelError(f"not an ONNX model: this is {fmt}")
-    model = onnx.ModelProto()
     try:
-        model.ParseFromString(data)
-    except Exception as e:  # protobuf raises DecodeError, RecursionError, ValueError, ...
+        model = parse_model(data)
+    except WireError as e:
         kind = text_kind(data)
         if kind:
             raise ModelError(f"not an ONNX model: this is {kind}") from None
-        detail = str(e).splitlines()[0] if str(e) else type(e).__name__
-        if isinstance(e, RecursionError) or "MaxDepth" in detail:
+        if e.too_deep:
             raise ModelError("nesting too deep: subgraphs inside subgraphs exceed protobuf's "
                              "limit of 100 message levels") from None
-        raise ModelError(f"corrupt or truncated ONNX protobuf ({detail})") from None
+        raise ModelError(f"corrupt or truncated ONNX protobuf ({e})") from None
     if not model.HasField("graph") and text_kind(data):
         raise ModelError(f"not an ONNX model: this is {text_kind(data)}")
     return model
@@ -101,7 +103,7 @@ def _load(data: bytes, base_dir: str | os.PathLike[str] | None, budgets: Budgets
     return verify(graph)
 
 
-def check_sizes(model: onnx.ModelProto, budgets: Budgets) -> None:
+def check_sizes(model: ModelProto, budgets: Budgets) -> None:
     """The node count, each node's outputs and the declared bytes of all weights (every
     initializer and tensor attribute, external data counted each time it is used) against
     ``budgets``, before any tensor is read."""
@@ -112,11 +114,11 @@ def check_sizes(model: onnx.ModelProto, budgets: Budgets) -> None:
         budgets.check("node_outputs", len(node.output), "the node",
                       node=node.name if isinstance(node.name, str) else None)
         total += sum(_declared_bytes(a.t, budgets) for a in node.attribute
-                     if a.type == onnx.AttributeProto.TENSOR)
+                     if a.type == TENSOR)
     budgets.check("model_bytes", total, "the model (all its initializers and constants)")
 
 
-def _declared_bytes(t: onnx.TensorProto, budgets: Budgets) -> int:
+def _declared_bytes(t: TensorProto, budgets: Budgets) -> int:
     """Bytes a tensor's dims and type declare; 0 when they make no sense or break the tensor
     budget (the reader then refuses that tensor by name)."""
     if any(d < 0 for d in t.dims) or t.data_type not in dtypes.DTYPES:
@@ -132,7 +134,7 @@ def _external(base_dir: str | os.PathLike[str] | None) -> ExternalReader | None:
         return None
     folder = os.fspath(base_dir)
 
-    def read(t: onnx.TensorProto, nbytes: int) -> bytearray:
+    def read(t: TensorProto, nbytes: int) -> bytearray:
         name = t.name if isinstance(t.name, str) else "?"
         return read_external(t, nbytes, folder, name)
 
