@@ -98,22 +98,20 @@ sys.exit(main(sys.argv[3:]))
 """
 
 
-@pytest.mark.parametrize("name", list(SIGNALS))
-def test_a_real_interpreter_stops_cleanly_when_the_om_write_begins(name: str,
-                                                                  tmp_path: Path) -> None:
-    """The same through a fresh interpreter (its BLAS threads may take the signal)."""
-    write_cnn(tmp_path / "m.onnx")
+def _signal_when_told(script: str, name: str, folder: Path) -> None:
+    """Run ``script`` (a launcher that writes to the pipe it is given and then waits on the
+    other) on ``compile m.onnx``; send signal ``name`` when it tells; check how it ended."""
+    write_cnn(folder / "m.onnx")
     tell_r, tell_w = os.pipe()
     wait_r, wait_w = os.pipe()
-    proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(tell_w), str(wait_r),
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tell_w), str(wait_r),
                              "--log", "error", "compile", "m.onnx", "--output", "out"],
-                            cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            pass_fds=(tell_w, wait_r))
+                            cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, pass_fds=(tell_w, wait_r))
     os.close(tell_w)
     os.close(wait_r)
     try:
-        assert os.read(tell_r, 1) == b"!", "the compile never began writing"
+        assert os.read(tell_r, 1) == b"!", "the command never reached the moment"
         proc.send_signal(getattr(signal, name))
         out, err = proc.communicate(timeout=300)
     finally:
@@ -121,7 +119,14 @@ def test_a_real_interpreter_stops_cleanly_when_the_om_write_begins(name: str,
         os.close(wait_w)
     want_code, words = SIGNALS[name]
     assert (proc.returncode, err, out) == (want_code, f"ge-rewrite: {words}\n", "")
-    assert _left(tmp_path) == []
+    assert _left(folder) == []
+
+
+@pytest.mark.parametrize("name", list(SIGNALS))
+def test_a_real_interpreter_stops_cleanly_when_the_om_write_begins(name: str,
+                                                                  tmp_path: Path) -> None:
+    """The same through a fresh interpreter (its BLAS threads may take the signal)."""
+    _signal_when_told(LAUNCHER, name, tmp_path)
 
 
 IMPORT_WATCH = """
@@ -138,28 +143,10 @@ sys.exit(main(sys.argv[3:]))
 
 
 @pytest.mark.parametrize("name", list(SIGNALS))
-def test_a_signal_while_the_subcommands_are_imported(name: str, tmp_path: Path) -> None:
-    """Start-up (importing the subcommands) ends with the same one line and exit code."""
-    write_cnn(tmp_path / "m.onnx")
-    tell_r, tell_w = os.pipe()
-    wait_r, wait_w = os.pipe()
-    proc = subprocess.Popen([sys.executable, "-c", IMPORT_WATCH, str(tell_w), str(wait_r),
-                             "--log", "error", "compile", "m.onnx", "--output", "out"],
-                            cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            pass_fds=(tell_w, wait_r))
-    os.close(tell_w)
-    os.close(wait_r)
-    try:
-        assert os.read(tell_r, 1) == b"!", "the optimizer module was never imported"
-        proc.send_signal(getattr(signal, name))
-        out, err = proc.communicate(timeout=300)
-    finally:
-        os.close(tell_r)
-        os.close(wait_w)
-    want_code, words = SIGNALS[name]
-    assert (proc.returncode, err, out) == (want_code, f"ge-rewrite: {words}\n", "")
-    assert _left(tmp_path) == []
+def test_a_signal_while_the_optimizer_is_imported(name: str, tmp_path: Path) -> None:
+    """While a module is being imported (the optimizer's, imported on first use) the signal
+    ends the command with the same one line and exit code."""
+    _signal_when_told(IMPORT_WATCH, name, tmp_path)
 
 
 @pytest.fixture(scope="module")
