@@ -5,7 +5,8 @@ Invariants:
   ``Stopped`` exception, as Python turns SIGINT into ``KeyboardInterrupt``, so every
   ``finally`` and every ``except BaseException`` cleanup runs (the temporary files of
   ``gerules.fileio`` are removed) before the process exits with ``128 + signal``: 130, 143,
-  129. The default action of SIGTERM/SIGHUP would kill the process mid-write.
+  129. The default action of SIGTERM/SIGHUP would kill the process mid-write. A signal the
+  process was started ignoring (``nohup``, a background job's SIGINT) stays ignored.
 - ``deadline(seconds)`` raises ``Timeout`` in the main thread when the wall clock runs out
   (SIGALRM). ``Stopped`` and ``Timeout`` are ``BaseException``s: library code that catches
   ``Exception`` to re-word errors never swallows them.
@@ -45,9 +46,11 @@ def _stop(signum: int, frame: object) -> None:
 
 
 def handle_signals() -> None:
-    """SIGTERM and SIGHUP raise ``Stopped`` (SIGINT keeps Python's ``KeyboardInterrupt``)."""
+    """SIGTERM and SIGHUP raise ``Stopped`` (SIGINT keeps Python's ``KeyboardInterrupt``),
+    unless the process was started with them ignored."""
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _stop)
+        if signal.getsignal(sig) != signal.SIG_IGN:
+            signal.signal(sig, _stop)
 
 
 @contextlib.contextmanager

@@ -93,7 +93,13 @@ def _drop_override() -> None:
 
 
 def _moment(job: dict[str, object], tell: int, wait: int) -> None:
-    """Install the hook that stops at the job's signal moment (see the module docstring)."""
+    """Install the hook that stops at the job's signal moment (see the module docstring).
+
+    The signal gets its default disposition first: a test runner started in the background
+    (``cmd &``) passes SIGINT on ignored, and ge-rewrite rightly keeps an ignored signal
+    ignored."""
+    sig = getattr(signal, str(job["signal"]["name"]))  # type: ignore[index]
+    signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
     at = str(job["signal"]["at"])  # type: ignore[index]
     fired = []
 

@@ -85,7 +85,15 @@ def test_a_signal_at_any_moment_leaves_nothing(name: str, moment: str,
     assert _left(folder) == []  # no temporary file, no .om, no report: all or none
 
 
-LAUNCHER = """
+# Both launchers first give the signals their defaults: a test runner started in the
+# background (``cmd &``) passes SIGINT on ignored, and ge-rewrite keeps ignored signals ignored.
+DEFAULTS = """
+import signal
+signal.signal(signal.SIGINT, signal.default_int_handler)
+for s in (signal.SIGTERM, signal.SIGHUP):
+    signal.signal(s, signal.SIG_DFL)
+"""
+LAUNCHER = DEFAULTS + """
 import os, sys
 from gerules import fileio
 tell, wait = int(sys.argv[1]), int(sys.argv[2])
@@ -129,7 +137,7 @@ def test_a_real_interpreter_stops_cleanly_when_the_om_write_begins(name: str,
     _signal_when_told(LAUNCHER, name, tmp_path)
 
 
-IMPORT_WATCH = """
+IMPORT_WATCH = DEFAULTS + """
 import os, sys
 tell, wait = int(sys.argv[1]), int(sys.argv[2])
 def watch(event, args):
@@ -176,6 +184,19 @@ def test_stdout_piped_into_head(big_om: Path) -> None:
     lines = done.stdout.splitlines()
     assert lines[0] == "{" and lines[-1] == "status 141", done.stdout
     assert done.stderr == "", done.stderr
+
+
+def test_a_signal_started_ignored_stays_ignored(tmp_path: Path) -> None:
+    """``nohup ge-rewrite ...``: a SIGHUP ignored at start stays ignored; SIGTERM is handled."""
+    write_cnn(tmp_path / "m.onnx")
+    script = ("import signal, sys; signal.signal(signal.SIGHUP, signal.SIG_IGN); "
+              "from gerules.cli.main import main; from gerules.cli import signals; "
+              "signals.handle_signals(); "
+              "print(signal.getsignal(signal.SIGHUP) == signal.SIG_IGN, "
+              "signal.getsignal(signal.SIGTERM) == signals._stop)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert done.stdout.split() == ["True", "True"], done.stderr
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="this system has no /dev/full")
