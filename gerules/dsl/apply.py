@@ -3,7 +3,7 @@
 ``prepare`` runs as the rule's last condition: it evaluates every computed value (folded
 constants such as ``w * bcast(s, rank(w), axis=0)``, attribute expressions, ``{..n}`` copies)
 and resolves every new op's attributes against the e-graph's opset schema (defaults applied,
-as ``gerules.opt.terms`` requires). Anything that fails rejects the match with a reason, so
+as ``gerules.terms`` requires). Anything that fails rejects the match with a reason, so
 the applier never fails half-way. ``emit`` then only adds e-nodes.
 
 Invariants:
@@ -24,7 +24,7 @@ import numpy as np
 from ..engine import EGraph, ENode
 from ..errors import GeError
 from ..ir.graph import TensorType
-from ..opt.terms import (
+from ..terms.terms import (
     ABSENT,
     OUTPUTS_ATTR,
     PROJ,

@@ -47,7 +47,7 @@ from ..engine import (
 )
 from ..engine.schedule import Step
 from ..ir.registry import OpSchema, Registry, default_registry
-from ..opt.terms import ABSENT, PROJ, class_value, hashable_attr, ir_attr
+from ..terms.terms import ABSENT, PROJ, class_value, hashable_attr, ir_attr
 from . import ast
 from .apply import Builder, PrepareError, emit, tensor_of
 from .build import attr_value, matches_literal

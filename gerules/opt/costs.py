@@ -18,7 +18,7 @@ from collections.abc import Callable
 from ..cost.model import NpuCostModel
 from ..engine import EGraph, ENode
 from ..ir.graph import TensorType
-from .terms import ABSENT, CONST, INPUT, OUTPUTS_ATTR, PROJ, SHAPE, TermContext, TupleType
+from ..terms.terms import ABSENT, CONST, INPUT, OUTPUTS_ATTR, PROJ, SHAPE, TermContext, TupleType
 
 CONST_BYTE_COST = 1e-9  # microseconds per weight byte: a tie-break, far below any launch
 

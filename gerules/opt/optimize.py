@@ -32,10 +32,10 @@ from ..ir.graph import Graph
 from ..ir.registry import Registry, default_registry, suggest
 from ..ir.verify import verify
 from .costs import ExtractionCost, any_op, onnx_only
-from .lower import Lowered, lower
+from ..terms.lower import Lowered, lower
 from .provenance import Fusion, fusions
-from .raise_graph import raise_graph
-from .terms import TermContext
+from ..terms.raise_graph import raise_graph
+from ..terms.terms import TermContext
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from ..engine import Application, ENode, Extraction
 from ..ir.graph import Graph, Node
-from .lower import Lowered
-from .terms import LEAVES, PROJ
+from ..terms.lower import Lowered
+from ..terms.terms import LEAVES, PROJ
 
 
 @dataclass(frozen=True, slots=True)

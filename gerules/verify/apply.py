@@ -25,8 +25,8 @@ from ..errors import GeError
 from ..ir.graph import Graph
 from ..ir.registry import Registry
 from ..ir.verify import verify
-from ..opt.lower import Lowered, lower
-from ..opt.raise_graph import raise_graph
+from ..terms.lower import Lowered, lower
+from ..terms.raise_graph import raise_graph
 
 
 @dataclass(frozen=True)

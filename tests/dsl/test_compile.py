@@ -14,7 +14,7 @@ from gerules.dsl.loader import RuleLibrary
 from gerules.engine import EGraph, ENode, Repeat, Ruleset, Runner, Saturate, Seq
 from gerules.ir.graph import TensorType
 from gerules.ir.registry import default_registry
-from gerules.opt.terms import INPUT, TermContext, add_const, add_op, class_value
+from gerules.terms.terms import INPUT, TermContext, add_const, add_op, class_value
 
 from .conftest import GOOD
 
