@@ -2,10 +2,10 @@
 
 Stages (each run on fresh parses; the best of ``--repeat`` runs is the figure, as ``timeit``
 does, because other processes on a shared machine only ever add time; the median is shown
-beside it): parse (Lark LALR + AST),
-check (names, ops, arity, attributes, scoping), soundness (shape/dtype witnesses), compile
-(engine rewrites). The one-time process cost (imports, grammar tables, op registry) is
-reported apart. The peer is egglog's Rust front end parsing and type-checking a program
+beside it): parse (Lark LALR + AST), check (names, ops, arity, attributes, scoping: the
+resolved program), compile (engine rewrites), soundness (instances of each left side run
+through the compiled rewrite, types compared). The one-time process cost (imports, grammar
+tables, op registry) is reported apart. The peer is egglog's Rust front end parsing and type-checking a program
 with as many rewrites of the same size (ops per rule), in the same run.
 
     python bench/rules.py [PATH] [--repeat 5] [--json out.json]
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -37,7 +38,7 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 def startup() -> float:
     """Imports, the grammar's LALR tables and the op registry: paid once per process."""
     def load() -> None:
-        from gerules.dsl.compile import compile_library  # noqa: F401
+        from gerules.dsl import compile_library  # noqa: F401
         from gerules.dsl.parser import lark_parser
         from gerules.ir.registry import default_registry
 
@@ -55,24 +56,25 @@ def default_path() -> Path:
 
 
 def one_run(path: Path) -> dict[str, float]:
-    from gerules.dsl import check_library, compile_library, parse_library
+    from gerules.dsl import build_library, compile_library, parse_library
+    from gerules.dsl.check import resolve_library
     from gerules.dsl.errors import raise_errors
 
     t_parse, lib = timed(lambda: parse_library([path]))
     raise_errors(list(lib.errors))
-    t_check, errors = timed(lambda: check_library(lib, soundness=False))
+    t_check, (program, errors) = timed(lambda: resolve_library(lib))
     raise_errors(errors)
-    t_full, errors = timed(lambda: check_library(lib, soundness=True))
-    raise_errors(errors)
-    t_compile, _ = timed(lambda: compile_library(lib))
-    return {"parse": t_parse, "check": t_check, "soundness": t_full - t_check,
-            "compile": t_compile, "rules": len(lib.rules), "files": len(lib.files),
-            "ops_per_rule": ops_per_rule(lib)}
+    t_compile, _ = timed(lambda: compile_library(program))
+    t_full, built = timed(lambda: build_library(lib, soundness=True))
+    raise_errors(built.errors)
+    return {"parse": t_parse, "check": t_check,
+            "soundness": max(0.0, t_full - t_check - t_compile), "compile": t_compile,
+            "rules": len(lib.rules), "files": len(lib.files), "ops_per_rule": ops_per_rule(lib)}
 
 
 def ops_per_rule(lib: Any) -> float:
     from gerules.dsl import ast
-    from gerules.dsl.rulecheck import children
+    from gerules.dsl.walk import children
 
     def count(e: ast.Expr) -> int:
         return int(isinstance(e, ast.OpCall)) + sum(count(c) for c in children(e))
@@ -125,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     n, ops = runs[0]["rules"], runs[0]["ops_per_rule"]
     peer = egglog_seconds(int(n), ops, args.repeat)
     print(f"rules: {path} ({runs[0]['files']:.0f} files, {n:.0f} rules, {ops:.1f} ops/rule)")
+    load = os.getloadavg()[0]
+    print(f"machine: {os.cpu_count()} cores, load average {load:.2f} (a shared machine adds "
+          "time, never removes it)")
     print(f"startup (imports, grammar, registry; once per process): {cold * 1e3:7.1f} ms")
     for s in stages:
         print(f"{s:>10}: {best[s] * 1e3:7.1f} ms  ({best[s] * 1e3 / max(n, 1):.2f} ms/rule; "
@@ -139,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
                    **{f"{s}_s": best[s] for s in stages},
                    **{f"{s}_median_s": median[s] for s in stages}, "total_s": total,
                    "total_median_s": total_median, "budget_ratio": total / BUDGET_S,
-                   "egglog_s": peer}
+                   "egglog_s": peer, "load_average": load}
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0 if total < BUDGET_S else 1
 

@@ -17,8 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..dsl import check_library
-from ..dsl.compile import CompiledRule, compile_library
+from ..dsl import CompiledRule, check_library, compile_library
 from ..errors import UsageError
 from ..ir.registry import suggest
 from ..verify import Settings, verify_rule

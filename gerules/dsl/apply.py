@@ -35,7 +35,7 @@ from ..terms.terms import (
     context_of,
     ir_attr,
 )
-from . import ast
+from . import program
 from .build import attr_value, input_constant
 from .evaluate import Env, evaluate
 from .values import EvalError, Tensor
@@ -60,30 +60,33 @@ Lookup = Callable[[str], Any]
 
 
 class Builder:
-    """Prepares and emits one right side; ``tensors`` are the names bound to classes."""
+    """Prepares and emits one right side (a resolved term)."""
 
-    def __init__(self, rhs: ast.Expr, tensors: set[str]) -> None:
+    def __init__(self, rhs: program.Term) -> None:
         self.rhs = rhs
-        self.tensors = tensors
 
     def prepare(self, egraph: EGraph, root: int, env: Env, classes: Lookup) -> Prepared:
         like = _dtype(class_type(egraph, root))
         return self.node(self.rhs, egraph, env, classes, like)
 
-    def node(self, e: ast.Expr, egraph: EGraph, env: Env, classes: Lookup,
+    def node(self, t: program.Term, egraph: EGraph, env: Env, classes: Lookup,
              like: str | None) -> Prepared:
-        if isinstance(e, ast.Name) and e.name in self.tensors:
-            return Prepared("class", classes(e.name))
-        if isinstance(e, ast.NoneLit):
+        if isinstance(t, program.Var):
+            return Prepared("class", classes(t.name))
+        if isinstance(t, program.Absent):
             return Prepared("absent")
-        if isinstance(e, ast.OpCall):
-            return self.op(e, egraph, env, classes, like)
+        if isinstance(t, program.Op):
+            return self.op(t, egraph, env, classes, like)
         try:
-            return Prepared("const", input_constant(evaluate(e, env), like))
+            if isinstance(t, program.Const):
+                return Prepared("const", input_constant(t.value, like))
+            if isinstance(t, program.Computed):
+                return Prepared("const", input_constant(evaluate(t.expr, env), like))
         except EvalError as err:
             raise PrepareError(str(err)) from None
+        raise PrepareError("'_' has no value on a right side")
 
-    def op(self, call: ast.OpCall, egraph: EGraph, env: Env, classes: Lookup,
+    def op(self, call: program.Op, egraph: EGraph, env: Env, classes: Lookup,
            outer: str | None) -> Prepared:
         """A new node; computed inputs take the first tensor input's dtype, else ``outer``
         (the dtype expected where this node is used: the matched root's at the top)."""
@@ -94,12 +97,12 @@ class Builder:
             raise PrepareError(f"{call.qualified}: {err}") from None
         # A port with one element type (int64 shapes and axes) decides its operand's dtype.
         fixed = [_port_dtype(schema, k) for k in range(len(call.args))]
-        tensor_args = {id(a): self.node(a, egraph, env, classes, fixed[k] or outer)
-                       for k, a in enumerate(call.args) if self.is_tensor(a)}
-        like = next((d for k, a in enumerate(call.args) if id(a) in tensor_args
-                     and not fixed[k] and (d := _prepared_dtype(egraph, tensor_args[id(a)]))),
-                    outer)
-        children = tuple(tensor_args.get(id(a)) or self.node(a, egraph, env, classes,
+        done: dict[int, Prepared] = {
+            k: self.node(a, egraph, env, classes, fixed[k] or outer)
+            for k, a in enumerate(call.args) if isinstance(a, _TENSORS)}
+        like = next((d for k, p in done.items()
+                     if not fixed[k] and (d := _prepared_dtype(egraph, p))), outer)
+        children = tuple(done[k] if k in done else self.node(a, egraph, env, classes,
                                                              fixed[k] or like)
                          for k, a in enumerate(call.args))
         try:
@@ -111,20 +114,28 @@ class Builder:
             raise PrepareError(f"{call.qualified}: {err}") from None
         return Prepared("op", call.qualified, resolved, children, call.output)
 
-    def is_tensor(self, e: ast.Expr) -> bool:
-        return isinstance(e, (ast.OpCall, ast.NoneLit)) or (
-            isinstance(e, ast.Name) and e.name in self.tensors)
-
-    def attrs(self, call: ast.OpCall, schema: Any, env: Env) -> dict[str, Any]:
+    def attrs(self, call: program.Op, schema: Any, env: Env) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for item in call.attrs:
-            if isinstance(item, ast.AttrCopy):
+            if isinstance(item, program.Copy):
                 out.update(copied(env, item.binder))
             elif item.name in schema.attrs:
-                out[item.name] = attr_value(schema.attrs[item.name], evaluate(item.value, env))
+                out[item.name] = attr_value(schema.attrs[item.name], attr_of(item, env))
             else:
                 raise EvalError(f"no attribute '{item.name}' at this opset")
         return out
+
+
+_TENSORS = (program.Op, program.Var, program.Absent)
+
+
+def attr_of(item: program.Attr, env: Env) -> Any:
+    """An attribute's value on one match: a literal, an attribute variable or a value."""
+    if item.kind == "value":
+        return item.value
+    if item.kind == "var":
+        return env.lookup(item.value)
+    return evaluate(item.value, env)
 
 
 def copied(env: Env, binder: str) -> dict[str, Any]:

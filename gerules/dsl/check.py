@@ -1,13 +1,15 @@
-"""Checking a whole library: names across files, rulesets, schedules, commutativity, rules.
+"""Checking a whole library once: names across files, rulesets, schedules, commutativity,
+every rule resolved (``resolve``), and the resolved program.
 
 Invariants:
-- ``check_library`` returns every error it finds, sorted by file (load order), line and
-  column, each with its source line attached; it never raises for bad rules.
+- ``resolve_library`` reads every rule exactly once and returns the ``program.Program`` of
+  the clean rules with every error it found, sorted by file (load order), line and column,
+  each with its source line attached; it never raises for bad rules.
 - Rule names are unique across the library (includes too), as are ruleset and schedule
   names; every rule belongs to a ruleset; schedules name declared rulesets only.
 - ``commutative`` may only name ops that exist, take two or more inputs and that the
   registry marks commutative (so a declaration can never make the matcher unsound).
-- A rule is checked for shape soundness only when it has no other error.
+- A program is complete (``errors == []``) or only a partial view for reporting.
 """
 
 from __future__ import annotations
@@ -18,49 +20,52 @@ from typing import Any
 
 from ..ir.registry import COMMUTATIVE, Registry, default_registry, suggest
 from . import ast
-from .contract import check_decorators
 from .errors import RuleError
 from .loader import RuleLibrary
-from .rulecheck import RuleChecker, op_names
-from .soundness import check_soundness
+from .program import Program, ResolvedRule
+from .resolve import Resolver, op_names
 
 log = logging.getLogger(__name__)
 
 MAX_REPEAT = 1000
 
 
-def check_library(lib: RuleLibrary, registry: Registry | None = None, *,
-                  soundness: bool = True) -> list[RuleError]:
-    """Every mistake in ``lib``'s declarations and rules (empty when it is clean)."""
+def resolve_library(lib: RuleLibrary, registry: Registry | None = None
+                    ) -> tuple[Program, list[RuleError]]:
+    """The resolved program of ``lib``'s clean rules, and every mistake in ``lib``."""
     registry = registry or default_registry()
+    sources = lib.sources
+    if lib.errors:  # a file did not parse: its names are unknown, so check nothing else
+        return Program((), {}, {}, frozenset(), registry, sources), sort_errors(
+            lib, list(lib.errors))
     errors: list[RuleError] = []
     errors += _unique(lib.rules, "rule", lambda r: r.name_span)
     errors += _unique(lib.items(ast.RulesetDecl), "ruleset", lambda d: d.span)
     errors += _unique(lib.items(ast.Schedule), "schedule", lambda s: s.span)
     errors += _schedules(lib)
     errors += _commutative(lib, registry)
+    rules: list[ResolvedRule] = []
     for rule in lib.rules:
-        errors += check_rule(rule, registry, soundness=soundness)
-    order = {f.path: i for i, f in enumerate(lib.files)}
-    errors.sort(key=lambda e: (order.get(e.span.file, -1), e.span.line, e.span.col))
-    log.debug("checked %d rules in %d files: %d errors", len(lib.rules), len(lib.files),
+        resolved, found = Resolver(rule, registry, sources.get(rule.span.file, "")).resolve()
+        errors += found
+        if resolved is not None:
+            rules.append(resolved)
+    program = Program(tuple(rules), {k: tuple(r.name for r in v)
+                                     for k, v in lib.rulesets.items()},
+                      {s.name: s.steps for s in lib.schedules.values()},
+                      frozenset(op.qualified for op in lib.commutative), registry, sources)
+    log.debug("resolved %d rules in %d files: %d errors", len(rules), len(lib.files),
               len(errors))
+    return program, sort_errors(lib, errors)
+
+
+def sort_errors(lib: RuleLibrary, errors: list[RuleError]) -> list[RuleError]:
+    """``errors`` by file (load order), line and column, with their source lines."""
+    order = {f.path: i for i, f in enumerate(lib.files)}
+    errors = sorted(errors, key=lambda e: (order.get(e.span.file, -1), e.span.line,
+                                           e.span.col))
     sources = lib.sources
     return [e.attach(sources) for e in errors]
-
-
-def check_rule(rule: ast.Rule, registry: Registry, *, soundness: bool = True
-               ) -> list[RuleError]:
-    """The errors of one rule: decorators, names, ops, and (if clean) shape soundness."""
-    errors = check_decorators(rule)
-    if rule.ruleset is None:
-        errors.append(RuleError(f"rule '{rule.name}' is not in a ruleset; put a "
-                                "'ruleset NAME' line above it", rule.name_span))
-    checker = RuleChecker(rule, registry)
-    errors += checker.check()
-    if not errors and soundness:
-        errors += check_soundness(rule, checker.scope, registry)
-    return errors
 
 
 def _unique(items: Sequence[Any], what: str, span_of: Callable[[Any], ast.Span]

@@ -1,6 +1,7 @@
-"""Checked rules -> engine rewrites, rulesets and schedules.
+"""Resolved rules -> engine rewrites, rulesets and schedules.
 
-Each rule becomes a ``gerules.engine.Rewrite`` (two for ``<=>``: ``name`` and ``name/rev``):
+Each direction of a resolved rule (``program.Direction``) becomes a ``gerules.engine.Rewrite``
+(two for ``<=>``: ``name`` and ``name/rev``):
 - searcher: the left side as an engine pattern (ops by qualified name, ``Var`` per variable,
   ``as n`` binders, attribute constants and ``AttrVar``s, ``Proj`` for ``Op(...)[k]``,
   ``Absent`` for ``none``), with the library's ``commutative`` ops;
@@ -11,9 +12,9 @@ Each rule becomes a ``gerules.engine.Rewrite`` (two for ``<=>``: ``name`` and ``
 - applier: ``emit`` of the prepared right side.
 
 Invariants:
-- Only a library that passed ``check_library`` is compiled (``compile_library`` re-checks
-  names and raises ``RuleError`` otherwise); compiled rules never raise on a match: every
-  failure is a ``Reject`` with a reason the optimizer's report shows.
+- Only resolved rules are compiled (the checker read each rule once; nothing here looks at
+  the syntax tree again); compiled rules never raise on a match: every failure is a
+  ``Reject`` with a reason the optimizer's report shows.
 - Conditions read only the matched classes' data and bound nodes (``incremental=True``).
 - Each compiled rule keeps its numerical contract and source span for the verifier.
 """
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,17 +46,13 @@ from ..engine import (
     Var,
 )
 from ..engine.schedule import Step
-from ..ir.registry import OpSchema, Registry, default_registry
 from ..terms.terms import ABSENT, PROJ, class_value, hashable_attr, ir_attr
-from . import ast
+from . import ast, program
 from .apply import Builder, PrepareError, emit, tensor_of
-from .build import attr_value, matches_literal
-from .builtins import CONSTANTS
-from .contract import Contract, contract_of
-from .errors import RuleError, raise_errors
+from .build import matches_literal
+from .contract import Contract
 from .evaluate import evaluate
-from .loader import RuleLibrary
-from .rulecheck import RuleChecker
+from .program import Direction, Program, ResolvedRule, Term
 from .values import EvalError, truth
 
 log = logging.getLogger(__name__)
@@ -66,14 +62,22 @@ RHS = "#rhs"  # the prepared right side in a substitution (a name no rule can wr
 
 @dataclass(frozen=True, slots=True)
 class CompiledRule:
-    """One source rule: its rewrites (two for ``<=>``), contract and place."""
+    """One source rule: its rewrites (one per direction of ``resolved``), contract, place."""
 
     name: str
     ruleset: str
     rewrites: tuple[Rewrite, ...]
     contract: Contract
     span: ast.Span
-    source: ast.Rule
+    resolved: ResolvedRule
+
+    @property
+    def source(self) -> ast.Rule:
+        return self.resolved.source
+
+    @property
+    def directions(self) -> tuple[Direction, ...]:
+        return self.resolved.directions
 
 
 @dataclass(frozen=True)
@@ -118,17 +122,6 @@ class MatchEnv:
         return self.subst.node(binder)
 
 
-class _Source:
-    def __init__(self, sources: Mapping[str, str]) -> None:
-        self.lines = {f: text.split("\n") for f, text in sources.items()}
-
-    def text(self, span: ast.Span) -> str:
-        lines = self.lines.get(span.file)
-        if not lines or span.line != span.end_line or span.line > len(lines):
-            return "a constant"
-        return lines[span.line - 1][span.col - 1: span.end_col - 1]
-
-
 # ---------------------------------------------------------------- conditions
 
 
@@ -159,7 +152,7 @@ class FloatAttrCheck:
 
 
 class Where:
-    def __init__(self, clause: ast.Where, tensors: frozenset[str]) -> None:
+    def __init__(self, clause: program.Where, tensors: frozenset[str]) -> None:
         self.expr, self.reason, self.tensors = clause.expr, clause.text, tensors
 
     def __call__(self, egraph: EGraph, root: int, subst: Subst) -> Subst | Reject:
@@ -173,7 +166,7 @@ class Where:
 
 
 class LetValue:
-    def __init__(self, clause: ast.Let, tensors: frozenset[str]) -> None:
+    def __init__(self, clause: program.Let, tensors: frozenset[str]) -> None:
         self.name, self.expr, self.tensors = clause.name, clause.expr, tensors
         self.text = clause.text
 
@@ -218,90 +211,63 @@ def _emit(egraph: EGraph, root: int, subst: Subst) -> tuple[int, ...]:
 class _PatternBuilder:
     """The left side as an engine pattern, plus the checks its constants need."""
 
-    def __init__(self, schemas: Mapping[int, OpSchema], source: _Source) -> None:
-        self.schemas = schemas
-        self.source = source
+    def __init__(self) -> None:
         self.checks: list[Any] = []
         self.fresh = itertools.count()
 
-    def node(self, e: ast.Expr) -> PatternNode:
-        if isinstance(e, ast.OpCall):
-            return self.op(e)
-        if isinstance(e, ast.Name) and e.name not in CONSTANTS:
-            return Var(e.name)
-        if isinstance(e, ast.Wildcard):
-            return WILDCARD
-        if isinstance(e, ast.NoneLit):
+    def node(self, t: Term) -> PatternNode:
+        if isinstance(t, program.Op):
+            return self.op(t)
+        if isinstance(t, program.Var):
+            return Var(t.name)
+        if isinstance(t, program.Absent):
             return POp(ABSENT)
-        name = f"#k{next(self.fresh)}"
-        value = evaluate(e, _EMPTY)
-        self.checks.append(LiteralCheck(name, value, self.source.text(e.span)))
-        return Var(name)
+        if isinstance(t, program.Const):
+            name = f"#k{next(self.fresh)}"
+            self.checks.append(LiteralCheck(name, t.value, t.text))
+            return Var(name)
+        return WILDCARD
 
-    def op(self, call: ast.OpCall) -> PatternNode:
-        schema = self.schemas[id(call)]
-        attrs = tuple(self.attr(item, schema) for item in call.attrs
-                      if isinstance(item, ast.AttrSet) and not isinstance(item.value,
-                                                                        ast.Wildcard))
+    def op(self, call: program.Op) -> PatternNode:
+        attrs = tuple(self.attr(item) for item in call.attr_items())
         children = tuple(self.node(a) for a in call.args)
         node = POp(call.qualified, children, tuple(sorted(attrs)), call.binder)
         if call.output is None:
             return node
         return POp(PROJ, (node,), (("index", call.output),))
 
-    def attr(self, item: ast.AttrSet, schema: OpSchema) -> tuple[str, Any]:
-        if isinstance(item.value, ast.Name) and item.value.name not in CONSTANTS:
-            return item.name, AttrVar(item.value.name)
-        spec = schema.attrs[item.name]
-        value = attr_value(spec, evaluate(item.value, _EMPTY))
-        if spec.kind == "float":
+    def attr(self, item: program.Attr) -> tuple[str, Any]:
+        if item.kind == "var":
+            return item.name, AttrVar(item.value)
+        if item.spec.kind == "float":
             name = f"#a{next(self.fresh)}"
-            self.checks.append(FloatAttrCheck(name, item.name, value))
+            self.checks.append(FloatAttrCheck(name, item.name, item.value))
             return item.name, AttrVar(name)
-        return item.name, hashable_attr(value)
-
-
-class _Empty:
-    def lookup(self, name: str) -> Any:
-        raise KeyError(name)
-
-    def node_attr(self, binder: str, attr: str) -> Any:
-        raise EvalError("no node is bound here")
-
-
-_EMPTY = _Empty()
+        return item.name, hashable_attr(item.value)
 
 
 # ---------------------------------------------------------------- rules
 
 
-def _direction(name: str, lhs: ast.Expr, rhs: ast.Expr, clauses: Iterable[ast.Clause],
-               schemas: Mapping[int, OpSchema], commutative: frozenset[str],
-               source: _Source) -> Rewrite:
-    builder = _PatternBuilder(schemas, source)
-    pattern = Pattern(builder.node(lhs), commutative)
+def compile_direction(direction: Direction, commutative: frozenset[str]) -> Rewrite:
+    """One direction of a resolved rule as an engine rewrite."""
+    builder = _PatternBuilder()
+    (root,) = direction.roots
+    pattern = Pattern(builder.node(root), commutative)
     tensors = frozenset(pattern.layout.classes)
     conditions: list[Any] = list(builder.checks)
-    for clause in clauses:
-        conditions.append(Where(clause, tensors) if isinstance(clause, ast.Where)
+    for clause in direction.clauses:
+        conditions.append(Where(clause, tensors) if isinstance(clause, program.Where)
                           else LetValue(clause, tensors))
-    conditions.append(Prepare(Builder(rhs, set(tensors)), tensors))
-    return Rewrite(name, pattern, _emit, conditions=conditions, incremental=True)
+    (rhs,) = direction.rhs
+    conditions.append(Prepare(Builder(rhs), tensors))
+    return Rewrite(direction.name, pattern, _emit, conditions=conditions, incremental=True)
 
 
-def compile_rule(rule: ast.Rule, registry: Registry, commutative: frozenset[str],
-                 sources: Mapping[str, str]) -> CompiledRule:
-    """One checked rule as engine rewrites; raises ``RuleError`` for an unchecked one."""
-    checker = RuleChecker(rule, registry)
-    raise_errors(checker.check())
-    source, schemas = _Source(sources), checker.scope.schemas
-    rewrites = [_direction(rule.name, rule.lhs, rule.rhs, rule.clauses, schemas, commutative,
-                           source)]
-    if rule.bidirectional:
-        rewrites.append(_direction(f"{rule.name}/rev", rule.rhs, rule.lhs, rule.clauses,
-                                   schemas, commutative, source))
-    return CompiledRule(rule.name, rule.ruleset or "", tuple(rewrites), contract_of(rule),
-                        rule.span, rule)
+def compile_rule(rule: ResolvedRule, commutative: frozenset[str]) -> CompiledRule:
+    """One resolved rule as engine rewrites (one per direction)."""
+    rewrites = tuple(compile_direction(d, commutative) for d in rule.directions)
+    return CompiledRule(rule.name, rule.ruleset, rewrites, rule.contract, rule.span, rule)
 
 
 def _step(step: ast.Step, rulesets: Mapping[str, Ruleset]) -> Step:
@@ -313,29 +279,19 @@ def _step(step: ast.Step, rulesets: Mapping[str, Ruleset]) -> Step:
     return Saturate(*inner)
 
 
-def compile_library(lib: RuleLibrary, registry: Registry | None = None) -> CompiledRules:
-    """Compile a checked library (see ``load_rules``) into engine objects."""
-    registry = registry or default_registry()
-    commutative = frozenset(op.qualified for op in lib.commutative)
-    sources = lib.sources
-    try:
-        rules = tuple(compile_rule(r, registry, commutative, sources) for r in lib.rules)
-    except RuleError as e:
-        raise e.attach(sources) from None
-    grouped: dict[str, list[Rewrite]] = {name: [] for name in lib.rulesets}
+def compile_program(program: Program) -> CompiledRules:
+    """Compile a complete resolved program (see ``check.resolve_library``)."""
+    return assemble(program, [compile_rule(r, program.commutative) for r in program.rules])
+
+
+def assemble(program: Program, rules: Iterable[CompiledRule]) -> CompiledRules:
+    """Engine rulesets and schedules around compiled rules."""
+    rules = tuple(rules)
+    grouped: dict[str, list[Rewrite]] = {name: [] for name in program.rulesets}
     for r in rules:
         grouped.setdefault(r.ruleset, []).extend(r.rewrites)
     rulesets = {name: Ruleset(name, rws) for name, rws in grouped.items()}
-    schedules = {s.name: Seq(*(_step(step, rulesets) for step in s.steps))
-                 for s in lib.schedules.values()}
+    schedules = {name: Seq(*(_step(step, rulesets) for step in steps))
+                 for name, steps in program.schedules.items()}
     by_rewrite = {rw.name: r for r in rules for rw in r.rewrites}
-    return CompiledRules(rules, rulesets, schedules, commutative, by_rewrite)
-
-
-def load_compiled(paths: Iterable[str | os.PathLike[str]] | None = None,
-                  registry: Registry | None = None, *, soundness: bool = True
-                  ) -> CompiledRules:
-    """``load_rules`` then ``compile_library``: rule files to engine objects in one call."""
-    from . import load_rules
-
-    return compile_library(load_rules(paths, registry, soundness=soundness), registry)
+    return CompiledRules(rules, rulesets, schedules, program.commutative, by_rewrite)

@@ -25,17 +25,18 @@ from functools import lru_cache
 from typing import Any
 
 from ..cost import DEFAULT_SOC, GraphEstimate, NpuCostModel
+from ..dsl import CompiledRules, load_compiled
 from ..engine import Extraction, Limits, Repeat, Report, Ruleset, Runner, Saturate, Seq, extract
 from ..engine.schedule import Step
 from ..errors import UsageError
 from ..ir.graph import Graph
 from ..ir.registry import Registry, default_registry, suggest
 from ..ir.verify import verify
-from .costs import ExtractionCost, any_op, onnx_only
 from ..terms.lower import Lowered, lower
-from .provenance import Fusion, fusions
 from ..terms.raise_graph import raise_graph
 from ..terms.terms import TermContext
+from .costs import ExtractionCost, any_op, onnx_only
+from .provenance import Fusion, fusions
 
 log = logging.getLogger(__name__)
 
@@ -125,15 +126,13 @@ class OptimizeReport:
 
 
 @lru_cache(maxsize=8)
-def _library(paths: tuple[str, ...] | None) -> Any:
-    from ..dsl import load_compiled
-
+def _library(paths: tuple[str, ...] | None) -> CompiledRules:
     # The shipped library's shape soundness is checked by its own tests (rules check); a
     # user's rule files get the full check.
     return load_compiled(paths, soundness=paths is not None)
 
 
-def rule_library(paths: Iterable[str] | None = None) -> Any:
+def rule_library(paths: Iterable[str] | None = None) -> CompiledRules:
     """The compiled rule library (cached per set of paths)."""
     return _library(None if paths is None else tuple(str(p) for p in paths))
 

@@ -36,15 +36,15 @@ import numpy as np
 
 from ..dsl.compile import CompiledRule, CompiledRules
 from ..dsl.contract import Contract
+from ..dsl.instances import Draw, Instance, InstanceBuilder, Sampler
+from ..dsl.program import Direction
+from ..dsl.trial import apply_rewrite
 from ..engine import Rewrite
 from ..errors import GeError
 from ..ir.graph import Graph
 from ..ir.registry import Registry, default_registry
 from ..runtime.executor import Executor
 from ..testing.equivalence import Mismatch, compare
-from .apply import apply_rewrite
-from .instances import Instance, InstanceBuilder, Sampler
-from .proposals import Draw
 from .report import counterexample_text
 
 log = logging.getLogger(__name__)
@@ -108,10 +108,10 @@ def verify_rule(rule: CompiledRule, settings: Settings = Settings(),
     registry = registry or default_registry()
     start = time.perf_counter()
     result = RuleResult(rule.name, f"{rule.span.file}:{rule.span.line}", rule.contract)
-    sides = (rule.source.lhs, rule.source.rhs)
-    for k, rewrite in enumerate(rule.rewrites):
+    for k, (rewrite, direction) in enumerate(zip(rule.rewrites, rule.directions,
+                                                  strict=True)):
         try:
-            _verify_direction(rule, rewrite, sides[k], settings, registry, result)
+            _verify_direction(rule, rewrite, direction, settings, registry, result)
         except Exception as e:  # noqa: BLE001 - a crash in the verifier is a reported failure
             log.debug("verifying %s failed", rule.name, exc_info=True)
             result.status, result.detail = ERROR, f"{type(e).__name__}: {e}"
@@ -130,9 +130,9 @@ def verify_library(rules: CompiledRules | Sequence[CompiledRule],
     return [verify_rule(r, settings, registry) for r in items]
 
 
-def _verify_direction(rule: CompiledRule, rewrite: Rewrite, pattern: object,
+def _verify_direction(rule: CompiledRule, rewrite: Rewrite, direction: Direction,
                       settings: Settings, registry: Registry, result: RuleResult) -> None:
-    builder = InstanceBuilder(rule.source, pattern, registry)  # type: ignore[arg-type]
+    builder = InstanceBuilder(direction, registry)
     fired = 0
     hinted = sorted(builder.hints.dtypes)
     for attempt in range(settings.budget):
@@ -145,9 +145,10 @@ def _verify_direction(rule: CompiledRule, rewrite: Rewrite, pattern: object,
         applied = apply_rewrite(instance.graph, rewrite, registry)
         if applied.error:
             return _fail(result, instance.graph, None, applied.error, None, {}, None)
-        if applied.graph is None:
+        if not applied.fired:
             result.rejections[applied.reason] += 1
             continue
+        assert applied.graph is not None
         if not _compare(rule, instance, applied.graph, draw, settings, result):
             return None
         fired += 1
@@ -199,13 +200,13 @@ def _compare(rule: CompiledRule, instance: Instance, rhs: Graph, draw: Draw,
         except GeError as e:
             _fail(result, lhs, rhs, f"the right side does not run: {e}", None, feeds, None)
             return False
-        (name,) = lhs.output_names
-        expected = np.asarray(want[name])
-        tol = tolerance(rule.contract, expected.dtype.name, expected)
-        mismatch = compare(expected, np.asarray(got[name]), *tol)
-        if mismatch is not None:
-            _fail(result, lhs, rhs, "the two sides differ", mismatch, feeds, tol)
-            return False
+        for name in lhs.output_names:
+            expected = np.asarray(want[name])
+            tol = tolerance(rule.contract, expected.dtype.name, expected)
+            mismatch = compare(expected, np.asarray(got[name]), *tol)
+            if mismatch is not None:
+                _fail(result, lhs, rhs, "the two sides differ", mismatch, feeds, tol)
+                return False
     return True
 
 

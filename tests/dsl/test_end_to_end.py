@@ -20,9 +20,9 @@ from gerules.ir.infer import infer_graph
 from gerules.ir.verify import verify
 from gerules.onnx_io import load_model
 from gerules.opt.costs import ExtractionCost
+from gerules.runtime.executor import run_graph
 from gerules.terms.lower import lower
 from gerules.terms.raise_graph import raise_graph
-from gerules.runtime.executor import run_graph
 from gerules.testing.models import cnn, residual_block, transformer_encoder
 
 from .conftest import GOOD

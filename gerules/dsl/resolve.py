@@ -1,4 +1,4 @@
-"""Checking one rule: ops, arity, attributes, scoping of names, built-in calls.
+"""Checking one rule and resolving it: ops, arity, attributes, scoping, built-in calls.
 
 The left side is a pattern: ops (CamelCase), variables (a repeated name is the same
 e-class), ``_``, constants (literals or closed expressions such as ``sqrt(2)``), ``none`` for
@@ -7,24 +7,29 @@ output indices and ``as`` binders. Clauses (``where``, ``let``) and the right si
 in text order against the names the pattern binds.
 
 Invariants:
-- ``RuleChecker.check`` never raises: it returns every ``RuleError`` it finds, at the
-  narrowest span (the op name, the argument, the attribute).
-- A rule that passes has: known ops with fitting arity and known attributes of fitting
-  kind; every name on the right side and in clauses bound; ``n.attr`` reads of node
-  binders only, with attributes of that op; built-in calls with fitting arity.
-- ``Scope`` records, per name, what it is (tensor, node binder, attribute variable, let);
-  the soundness check and the compiler read the same classification.
+- ``Resolver.resolve`` never raises: it returns the resolved rule (``program.ResolvedRule``)
+  when the rule is clean, and every ``RuleError`` it finds, at the narrowest span (the op
+  name, the argument, the attribute). A rule is read exactly once.
+- A resolved rule has: known ops with fitting arity and known attributes of fitting kind
+  (each op node carrying the schema version it was checked against); every name on the right
+  side and in clauses bound; ``n.attr`` reads of node binders only, with attributes of that
+  op; built-in calls with fitting arity; pattern literals evaluated.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..ir.registry import AttrSpec, OpSchema, Registry, suggest
-from . import ast
+from . import ast, program
+from .build import attr_value
 from .builtins import CONSTANTS, FUNCTIONS
+from .contract import check_decorators, contract_of
 from .errors import RuleError
+from .evaluate import evaluate
+from .values import EvalError
+from .walk import free_names, is_closed, walk
 
 
 @dataclass
@@ -35,13 +40,13 @@ class Scope:
     nodes: dict[str, OpSchema] = field(default_factory=dict)  # binder -> op schema
     attrs: dict[str, ast.Span] = field(default_factory=dict)  # attribute variables
     lets: dict[str, ast.Span] = field(default_factory=dict)
-    schemas: dict[int, OpSchema] = field(default_factory=dict)  # id(OpCall) -> version used
 
     def bound(self) -> set[str]:
         return set(self.tensors) | set(self.attrs) | set(self.lets)
 
-    def values(self) -> set[str]:
-        return set(self.attrs) | set(self.lets)
+    def names(self) -> program.Names:
+        return program.Names(frozenset(self.tensors), tuple(self.nodes.items()),
+                             frozenset(self.attrs), frozenset(self.lets))
 
 
 def fits(call: ast.OpCall, schema: OpSchema) -> bool:
@@ -94,75 +99,113 @@ def kind_fits(spec: AttrSpec, kind: str | None) -> bool:
     return kind is None or spec.kind not in _FITS or kind in _FITS[spec.kind]
 
 
-def free_names(expr: ast.Expr) -> Iterable[ast.Name | ast.AttrRead | ast.Wildcard]:
-    """Every name, attribute read and wildcard in ``expr`` (ops' children included)."""
-    stack: list[ast.Expr] = [expr]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, (ast.Name, ast.AttrRead, ast.Wildcard)):
-            yield e
-        stack.extend(children(e))
+class _Closed:
+    """The environment of a closed expression: built-in constants only."""
+
+    def lookup(self, name: str) -> Any:
+        raise KeyError(name)
+
+    def node_attr(self, binder: str, attr: str) -> Any:
+        raise EvalError("no node is bound here")
 
 
-def children(e: ast.Expr) -> list[ast.Expr]:
-    if isinstance(e, ast.Unary):
-        return [e.operand]
-    if isinstance(e, ast.Binary):
-        return [e.left, e.right]
-    if isinstance(e, ast.Index):
-        return [e.base, e.index]
-    if isinstance(e, ast.Slice):
-        return [x for x in (e.base, e.lo, e.hi) if x is not None]
-    if isinstance(e, (ast.ListLit, ast.TupleLit)):
-        return list(e.items)
-    if isinstance(e, ast.Call):
-        return [*e.args, *(k.value for k in e.kwargs)]
-    if isinstance(e, ast.OpCall):
-        values = [a.value for a in e.attrs if isinstance(a, ast.AttrSet)]
-        return [*e.args, *(k.value for k in e.kwargs), *values]
-    return []
+CLOSED = _Closed()
 
 
-def is_closed(expr: ast.Expr) -> bool:
-    """True when ``expr`` mentions no variable (built-in constants are fine)."""
-    if any(isinstance(e, ast.OpCall) for e in _walk(expr)):
-        return False
-    return all(isinstance(n, ast.Name) and n.name in CONSTANTS for n in free_names(expr))
+def pattern_order(roots: list[ast.Expr], binders: set[str]) -> list[ast.OpCall] | None:
+    """The pattern's ops, each after its operands and after the nodes its names refer to
+    (DAG patterns); ``None`` for a cycle. Object identities are used only inside here."""
+    calls = [e for root in roots for e in walk(root) if isinstance(e, ast.OpCall)]
+    by_binder = {c.binder: c for c in calls if c.binder}
+    deps = {id(c): [a for a in c.args if isinstance(a, ast.OpCall)] +
+            [by_binder[a.name] for a in c.args if isinstance(a, ast.Name) and a.name in binders
+             and a.name in by_binder] for c in calls}
+    order: list[ast.OpCall] = []
+    state: dict[int, int] = {}
+    for c in calls:
+        if state.get(id(c)) == 2:
+            continue
+        state[id(c)] = 1
+        stack = [(c, iter(deps[id(c)]))]
+        while stack:
+            node, it = stack[-1]
+            child = next(it, None)
+            if child is None:
+                stack.pop()
+                state[id(node)] = 2
+                order.append(node)
+            elif state.get(id(child)) == 1:
+                return None
+            elif state.get(id(child)) != 2:
+                state[id(child)] = 1
+                stack.append((child, iter(deps[id(child)])))
+    return order
 
 
-def _walk(expr: ast.Expr) -> Iterable[ast.Expr]:
-    stack = [expr]
-    while stack:
-        e = stack.pop()
-        yield e
-        stack.extend(children(e))
+class Resolver:
+    """Checks one rule against the registry and resolves it (``resolve()``)."""
 
-
-class RuleChecker:
-    """Checks one rule against the registry; ``check()`` returns the errors."""
-
-    def __init__(self, rule: ast.Rule, registry: Registry) -> None:
+    def __init__(self, rule: ast.Rule, registry: Registry, source: str = "") -> None:
         self.rule = rule
         self.registry = registry
+        self.lines = source.split("\n")
         self.scope = Scope()
         self.errors: list[RuleError] = []
+        self._keys: dict[int, int] = {}  # pattern op -> its key (local to one side)
 
     def error(self, span: ast.Span, message: str) -> None:
         self.errors.append(RuleError(message, span))
 
-    def check(self) -> list[RuleError]:
+    def text(self, span: ast.Span) -> str:
+        if span.line != span.end_line or span.line > len(self.lines):
+            return "a constant"
+        return self.lines[span.line - 1][span.col - 1: span.end_col - 1]
+
+    def resolve(self) -> tuple[program.ResolvedRule | None, list[RuleError]]:
+        self.errors += check_decorators(self.rule)
+        if self.rule.ruleset is None:
+            self.error(self.rule.name_span, f"rule '{self.rule.name}' is not in a ruleset; put "
+                                            "a 'ruleset NAME' line above it")
         lhs = self.rule.lhs
         if not isinstance(lhs, ast.OpCall):
             self.error(lhs.span, "the left side must be an op pattern such as Relu(x)")
-            return self.errors
-        self.pattern(lhs, self.scope)
+            return None, self.errors
+        left, ops = self.side(lhs, self.scope)
+        directions: list[program.Direction] = []
         if self.rule.bidirectional:
-            self.check_reverse()
-        for clause in self.rule.clauses:
-            self.clause(clause)
+            back = self.check_reverse()
+        clauses = [self.clause(c) for c in self.rule.clauses]
         if not self.rule.bidirectional:
-            self.rhs(self.rule.rhs, top=True)
-        return self.errors
+            right = self.rhs(self.rule.rhs, top=True)
+        if self.errors or left is None:
+            return None, self.errors
+        where = tuple(c for c in clauses if c is not None)
+        if not self.rule.bidirectional:
+            directions.append(program.Direction(self.rule.name, (left,), where, (right,),
+                                                self.scope.names(), ops))
+        else:
+            back_op, back_ops, back_scope = back
+            directions += [
+                program.Direction(self.rule.name, (left,), where, (back_op,),
+                                  self.scope.names(), ops),
+                program.Direction(f"{self.rule.name}/rev", (back_op,), where, (left,),
+                                  back_scope.names(), back_ops)]
+        return program.ResolvedRule(self.rule.name, self.rule.ruleset or "",
+                                    contract_of(self.rule), tuple(directions),
+                                    self.rule), self.errors
+
+    def side(self, root: ast.OpCall, scope: Scope
+             ) -> tuple[program.Op | None, tuple[program.Op, ...]]:
+        """A pattern and its ops in dependency order (keys follow that order)."""
+        binders = {e.binder for e in walk(root) if isinstance(e, ast.OpCall) and e.binder}
+        order = pattern_order([root], binders)
+        if order is None:
+            self.error(root.span, "the pattern refers to its own result through 'as' names")
+            return None, ()
+        self._keys = {id(c): k for k, c in enumerate(order)}
+        term = self.pattern(root, scope)
+        ops = sorted((t for t in _ops(term)), key=lambda o: o.key)
+        return (term if isinstance(term, program.Op) else None), tuple(ops)
 
     # ------------------------------------------------------------ ops
     def schema(self, call: ast.OpCall) -> OpSchema | None:
@@ -178,9 +221,7 @@ class RuleChecker:
             self.error(call.op_span, f"unknown op {call.qualified}{hint}")
             return None
         fitting = [s for s in versions if fits(call, s)]
-        chosen = fitting[-1] if fitting else versions[-1]
-        self.scope.schemas[id(call)] = chosen
-        return chosen
+        return fitting[-1] if fitting else versions[-1]
 
     def op_shape(self, call: ast.OpCall, schema: OpSchema) -> None:
         """Arity, keyword arguments and output index of an op call."""
@@ -213,65 +254,90 @@ class RuleChecker:
             self.error(item.span, f"{call.qualified} has no attribute '{item.name}'{hint}")
         return spec
 
-    def attr_value_kind(self, call: ast.OpCall, spec: AttrSpec, value: ast.Expr) -> None:
+    def attr_value_kind(self, call: ast.OpCall, spec: AttrSpec, value: ast.Expr) -> bool:
         kind = literal_kind(value)
         if not kind_fits(spec, kind):
             self.error(value.span, f"attribute '{spec.name}' of {call.qualified} takes "
                                    f"{spec.kind}, got {kind}")
+            return False
+        return True
 
     # ------------------------------------------------------------ left side
-    def pattern(self, e: ast.Expr, scope: Scope) -> None:
+    def pattern(self, e: ast.Expr, scope: Scope) -> program.Term:
         if isinstance(e, ast.OpCall):
-            self.op_pattern(e, scope)
-        elif isinstance(e, ast.Name):
-            if e.name in CONSTANTS:
-                return  # a constant such as pi; matched by value
+            return self.op_pattern(e, scope)
+        if isinstance(e, ast.Name) and e.name not in CONSTANTS:
             if e.name in scope.attrs:
                 self.error(e.span, f"'{e.name}' is an attribute variable; a tensor "
                                    "variable needs its own name")
             scope.tensors.setdefault(e.name, e.span)
-        elif isinstance(e, (ast.Wildcard, ast.NoneLit)):
-            return
-        elif not is_closed(e):
+            return program.Var(e.name, e.span)
+        if isinstance(e, ast.Wildcard):
+            return program.Wild(e.span)
+        if isinstance(e, ast.NoneLit):
+            return program.Absent(e.span)
+        if not is_closed(e):
             self.error(e.span, "a pattern input must be an op, a variable, _ or a constant; "
                                "compute values in a where or let clause")
-        else:
-            self.value(e, scope, "a pattern constant")
+            return program.Wild(e.span)
+        self.value(e, scope, "a pattern constant")
+        return program.Const(self.closed(e), self.text(e.span), e.span)
 
-    def op_pattern(self, call: ast.OpCall, scope: Scope) -> None:
+    def closed(self, e: ast.Expr) -> Any:
+        """The value of a closed expression (an error at its span when it has none)."""
+        try:
+            return evaluate(e, CLOSED)
+        except EvalError as err:
+            self.error(e.span, f"this constant has no value: {err}")
+            return None
+
+    def op_pattern(self, call: ast.OpCall, scope: Scope) -> program.Op:
         schema = self.schema(call)
-        for arg in call.args:
-            self.pattern(arg, scope)
+        args = tuple(self.pattern(arg, scope) for arg in call.args)
+        key = self._keys.get(id(call), -1)
         if schema is None:
-            return
+            return _unknown(call, args)
         self.op_shape(call, schema)
+        attrs: list[program.Attr | program.Copy] = []
         for item in call.attrs:
             if isinstance(item, ast.AttrCopy):
                 self.error(item.span, "{..n} copies attributes on the right side only")
                 continue
             spec = self.attr_spec(call, schema, item)
             if spec is not None:
-                self.attr_pattern(call, spec, item.value, scope)
+                attr = self.attr_pattern(call, spec, item, scope)
+                if attr is not None:
+                    attrs.append(attr)
         if call.binder is not None and call.output is not None:
             self.error(call.binder_span or call.span, "'as' cannot follow an output index; "
                                                       "bind the op without [k]")
         elif call.binder is not None:
             self.bind_node(call, schema, scope)
+        return program.Op(key, schema, args, tuple(attrs), call.output, call.binder, call.span)
 
-    def attr_pattern(self, call: ast.OpCall, spec: AttrSpec, value: ast.Expr,
-                     scope: Scope) -> None:
+    def attr_pattern(self, call: ast.OpCall, spec: AttrSpec, item: ast.AttrSet,
+                     scope: Scope) -> program.Attr | None:
+        value = item.value
         if isinstance(value, ast.Name) and value.name not in CONSTANTS:
             if value.name in scope.tensors:
                 self.error(value.span, f"'{value.name}' is a tensor variable; an attribute "
                                        "variable needs its own name")
             scope.attrs.setdefault(value.name, value.span)
-        elif isinstance(value, ast.Wildcard):
-            return
-        elif not is_closed(value):
+            return program.Attr(item.name, spec, "var", value.name, item.span)
+        if isinstance(value, ast.Wildcard):
+            return None
+        if not is_closed(value):
             self.error(value.span, "an attribute pattern is a constant or a new variable")
-        else:
-            self.attr_value_kind(call, spec, value)
-            self.value(value, scope, "an attribute pattern")
+            return None
+        if not self.attr_value_kind(call, spec, value):
+            return None
+        self.value(value, scope, "an attribute pattern")
+        try:
+            converted = attr_value(spec, evaluate(value, CLOSED))
+        except EvalError as err:
+            self.error(value.span, str(err))
+            return None
+        return program.Attr(item.name, spec, "value", converted, item.span)
 
     def bind_node(self, call: ast.OpCall, schema: OpSchema, scope: Scope) -> None:
         name, span = call.binder or "", call.binder_span or call.span
@@ -282,37 +348,43 @@ class RuleChecker:
         scope.nodes[name] = schema
         scope.tensors.setdefault(name, span)
 
-    def check_reverse(self) -> None:
+    def check_reverse(self) -> tuple[program.Op, tuple[program.Op, ...], Scope]:
         """``<=>``: the right side must be a pattern too, over the same variables."""
         rhs = self.rule.rhs
+        back = Scope()
         if not isinstance(rhs, ast.OpCall):
             self.error(rhs.span, "both sides of '<=>' must be op patterns")
-            return
-        back = Scope()
-        self.pattern(rhs, back)
+            return _unknown(rhs, ()), (), back
+        op, ops = self.side(rhs, back)
         for side, names, other in (("left", self.scope, back), ("right", back, self.scope)):
             for name, span in {**names.tensors, **names.attrs}.items():
                 if name not in other.tensors and name not in other.attrs:
                     self.error(span, f"'{name}' appears only on the {side} side of '<=>'")
+        for e in (*walk(self.rule.lhs), *walk(rhs)):
+            if isinstance(e, ast.Wildcard):
+                self.error(e.span, "'_' cannot appear in a '<=>' rule: each side is built "
+                                   "as the other's right side")
         for clause in self.rule.clauses:
             if isinstance(clause, ast.Let):
                 self.error(clause.span, "a '<=>' rule cannot have let clauses")
+        return op or _unknown(rhs, ()), ops, back
 
     # ------------------------------------------------------------ clauses
-    def clause(self, clause: ast.Clause) -> None:
+    def clause(self, clause: ast.Clause) -> program.Clause | None:
         if isinstance(clause, ast.Where):
             self.value(clause.expr, self.scope, "a where clause")
-            return
+            return program.Where(clause.expr, clause.text, clause.span)
         self.value(clause.expr, self.scope, "a let clause")
         if clause.name in self.scope.bound():
             self.error(clause.span, f"'{clause.name}' is already bound")
         elif clause.name in CONSTANTS:
             self.error(clause.span, f"'{clause.name}' is a built-in constant")
         self.scope.lets[clause.name] = clause.span
+        return program.Let(clause.name, clause.expr, clause.text, clause.span)
 
     def value(self, e: ast.Expr, scope: Scope, where: str) -> None:
         """A compile-time expression: names bound, functions known, no ops."""
-        for sub in _walk(e):
+        for sub in walk(e):
             if isinstance(sub, ast.Name):
                 self.name_ref(sub, scope, where)
             elif isinstance(sub, ast.AttrRead):
@@ -366,38 +438,45 @@ class RuleChecker:
         return f" (ops start with a capital letter: {ops[0]})" if ops else ""
 
     # ------------------------------------------------------------ right side
-    def rhs(self, e: ast.Expr, top: bool = False) -> None:
+    def rhs(self, e: ast.Expr, top: bool = False) -> program.Term:
         if isinstance(e, ast.OpCall):
-            self.rhs_op(e)
-        elif isinstance(e, ast.Wildcard):
+            return self.rhs_op(e)
+        if isinstance(e, ast.Wildcard):
             self.error(e.span, "'_' cannot appear on the right side")
-        elif isinstance(e, ast.NoneLit) and top:
-            self.error(e.span, "the right side cannot be 'none'")
-        elif not isinstance(e, ast.NoneLit):
-            self.value(e, self.scope, "the right side")
+            return program.Wild(e.span)
+        if isinstance(e, ast.NoneLit):
+            if top:
+                self.error(e.span, "the right side cannot be 'none'")
+            return program.Absent(e.span)
+        if isinstance(e, ast.Name) and e.name in self.scope.tensors:
+            return program.Var(e.name, e.span)
+        self.value(e, self.scope, "the right side")
+        return program.Computed(e, e.span)
 
-    def rhs_op(self, call: ast.OpCall) -> None:
+    def rhs_op(self, call: ast.OpCall) -> program.Op:
         schema = self.schema(call)
-        for arg in call.args:
-            self.rhs(arg)
+        args = tuple(self.rhs(arg) for arg in call.args)
         if call.binder is not None:
             self.error(call.binder_span or call.span, "'as' binds nodes on the left side only")
         if schema is None:
-            return
+            return _unknown(call, args)
         self.op_shape(call, schema)
         given: set[str] = set()
+        attrs: list[program.Attr | program.Copy] = []
         for item in call.attrs:
             if isinstance(item, ast.AttrCopy):
                 given |= self.attr_copy(call, schema, item)
+                attrs.append(program.Copy(item.binder, item.span))
                 continue
             spec = self.attr_spec(call, schema, item)
             given.add(item.name)
             self.value(item.value, self.scope, "an attribute value")
-            if spec is not None:
-                self.attr_value_kind(call, spec, item.value)
+            if spec is not None and self.attr_value_kind(call, spec, item.value):
+                attrs.append(program.Attr(item.name, spec, "expr", item.value, item.span))
         for spec in schema.attrs.values():
             if spec.required and spec.name not in given:
                 self.error(call.span, f"{call.qualified} needs attribute '{spec.name}'")
+        return program.Op(-1, schema, args, tuple(attrs), call.output, None, call.span)
 
     def attr_copy(self, call: ast.OpCall, schema: OpSchema, item: ast.AttrCopy) -> set[str]:
         source = self.scope.nodes.get(item.binder)
@@ -413,7 +492,28 @@ class RuleChecker:
         return set(source.attrs)
 
 
+def _ops(term: program.Term) -> list[program.Op]:
+    out: list[program.Op] = []
+    stack: list[program.Term] = [term]
+    while stack:
+        t = stack.pop()
+        if isinstance(t, program.Op):
+            out.append(t)
+            stack.extend(t.args)
+    return out
+
+
+def _unknown(e: ast.Expr, args: tuple[program.Term, ...]) -> program.Op:
+    """A placeholder for an op that did not resolve (the rule has an error already)."""
+    placeholder = OpSchema("?", 1, (), (), lambda t, c, call: [], lambda i, call: [])
+    return program.Op(-1, placeholder, args, (), None, None, e.span)
+
+
 def _count(lo: int, hi: int | None) -> str:
     if hi is None:
         return f"at least {lo}"
     return str(lo) if lo == hi else f"{lo} to {hi}"
+
+
+__all__ = ["Resolver", "Scope", "arity_text", "fits", "free_names", "literal_kind",
+           "op_names"]

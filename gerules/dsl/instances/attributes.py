@@ -75,11 +75,17 @@ def sample_attrs(op: str, draw: Draw, x: Operand | None) -> dict[str, Any]:
 def attr_candidate(name: str, kind: str, draw: Draw, x: Operand | None,
                    earlier: Sequence[Any]) -> Any:
     """A value for an attribute variable (``{perm = p}``): like ``sample_attrs``, sometimes
-    equal to an earlier attribute variable of the same kind (guards such as ``a2 == a1``)."""
+    equal to an earlier attribute variable of the same kind (guards such as ``a2 == a1``).
+    An ``edge`` draw takes telling permutations instead: a rotation for the first, a
+    reversal for the next (they do not commute from rank 3 on)."""
+    rank = x.value.ndim if x is not None and x.value is not None else 0
+    if name == "perm" and draw.edge and rank:
+        rotation = tuple(range(1, rank)) + (0,)
+        return rotation if sum(isinstance(v, tuple) for v in earlier) % 2 == 0 else \
+            tuple(reversed(range(rank)))
     same_kind = [v for v in earlier if isinstance(v, tuple) == (kind in ("ints", "floats"))]
     if same_kind and draw.coin(0.5):
         return draw.pick(same_kind)
-    rank = x.value.ndim if x is not None and x.value is not None else 0
     if name == "perm":
         return _perm(draw, rank)
     if name == "axes":

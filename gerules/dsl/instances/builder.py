@@ -1,18 +1,21 @@
 """Random instances of a rule's left side, as small verified graphs.
 
-``InstanceBuilder(rule, pattern).build(draw)`` walks the pattern's ops children first. Each
-op's operands are what is known already (an inner op's result, a variable seen before, a
-binder), a literal (a constant initializer), or fresh: a variable or wildcard gets a type
-and value from ``proposals`` (shaped after its siblings), with the guards' ``Hints`` applied.
-Attributes come from the pattern (attribute variables get candidates) over randomly sampled
-open ones. The op's inference and kernel must accept the result, else the op is re-drawn a
-few times before the instance is given up.
+``InstanceBuilder(direction).build(draw)`` walks the direction's pattern ops (children and
+binders first). Each op's operands are what is known already (an inner op's result, a
+variable seen before, a binder), a literal (a constant initializer), or fresh: a variable or
+wildcard gets a type and value from ``proposals`` (shaped after its siblings), with the
+guards' ``Hints`` applied. Attributes come from the pattern (attribute variables get
+candidates) over randomly sampled open ones. The op's inference and kernel must accept the
+result, else the op is re-drawn a few times before the instance is given up.
+
+The shape soundness check and the verifier both draw their instances here.
 
 Invariants:
 - An instance is a function of the ``Draw`` (seeded): replaying a seed rebuilds it.
-- The graph passes ``verify``; its single output ``%out`` is the pattern's root
-  (``Op(..)[k]`` takes output ``k``). Variables keep their names; wildcards and literals are
-  named ``%<k>`` and node outputs ``%t<k>``: no rule variable can be spelled with ``%``.
+- The graph passes ``verify``; its outputs are the pattern's roots in order, ``%out`` for a
+  single root (``Op(..)[k]`` takes output ``k``). Variables keep their names; wildcards and
+  literals are named ``%<k>`` and node outputs ``%t<k>``: no rule variable can be spelled
+  with ``%``.
 - Float variables are graph inputs unless a guard needs them constant (``const(..)``); integer
   operands, literals and hinted values are initializers. ``samplers`` says how to redraw each
   input for another run (the range it was drawn from).
@@ -28,18 +31,14 @@ from typing import Any
 
 import numpy as np
 
-from ..dsl import ast
-from ..dsl.build import attr_value, input_constant
-from ..dsl.builtins import CONSTANTS
-from ..dsl.candidates import topo_ops
-from ..dsl.evaluate import evaluate
-from ..dsl.rulecheck import RuleChecker, Scope
-from ..dsl.values import EvalError
-from ..errors import GeError
-from ..ir.attrs import Attrs
-from ..ir.graph import Graph, Node, TensorType, Value
-from ..ir.registry import MAX_OPSET, OpSchema, Registry, default_registry
-from ..ir.verify import verify
+from ...errors import GeError
+from ...ir.attrs import Attrs
+from ...ir.graph import Graph, Node, TensorType, Value
+from ...ir.registry import MAX_OPSET, OpSchema, Registry, default_registry
+from ...ir.verify import verify
+from .. import program
+from ..build import input_constant
+from ..values import EvalError
 from .attributes import attr_candidate, sample_attrs
 from .hints import Hints
 from .proposals import (
@@ -49,6 +48,7 @@ from .proposals import (
     Operand,
     broadcast_variant,
     float_operand,
+    grown_variant,
     int_operand,
     is_int_port,
     reference,
@@ -72,7 +72,7 @@ class _State:
     draw: Draw
     tensors: dict[str, str] = field(default_factory=dict)  # variable or binder -> tensor
     operands: dict[str, Operand] = field(default_factory=dict)  # tensor -> its operand
-    results: dict[int, str] = field(default_factory=dict)  # id(OpCall) -> tensor
+    results: dict[int, str] = field(default_factory=dict)  # Op.key -> tensor
     attr_vars: dict[str, Any] = field(default_factory=dict)
     resolved: dict[str, dict[str, Any]] = field(default_factory=dict)  # binder -> attrs
     nodes: list[Node] = field(default_factory=list)
@@ -87,77 +87,70 @@ class _State:
 
 
 class InstanceBuilder:
-    """Builds instances of one side (``pattern``) of ``rule``; see the module docstring."""
+    """Builds instances of one direction's left side; see the module docstring."""
 
-    def __init__(self, rule: ast.Rule, pattern: ast.Expr, registry: Registry | None = None
+    def __init__(self, direction: program.Direction, registry: Registry | None = None
                  ) -> None:
-        self.rule = rule
-        self.pattern = pattern
+        self.direction = direction
         self.registry = registry or default_registry()
-        checker = RuleChecker(rule, self.registry)
-        checker.check()
-        self.scope: Scope = checker.scope
-        self.order = topo_ops(pattern, set(self.scope.nodes)) or []
-        self.hints = Hints.of(rule)
+        self.order = direction.ops
+        self.hints = Hints.of(direction)
         self.opset = self._opset()
-
-    def schema(self, call: ast.OpCall) -> OpSchema:
-        found = self.scope.schemas.get(id(call))
-        return found if found is not None else self.registry.get(call.op, call.domain)
 
     def _opset(self) -> int:
         lo, hi = 1, MAX_OPSET[""]
         for call in self.order:
             if call.domain:
                 continue
-            schema = self.schema(call)
             later = [s.since_version for s in self.registry.versions(call.op)
-                     if s.since_version > schema.since_version]
-            lo = max(lo, schema.since_version)
+                     if s.since_version > call.schema.since_version]
+            lo = max(lo, call.schema.since_version)
             hi = min(hi, min(later) - 1 if later else hi)
         return hi if lo <= hi else MAX_OPSET[""]
 
     # ------------------------------------------------------------------ building
-    def build(self, draw: Draw) -> Instance | None:
-        """A random instance, or ``None`` when some op could not be typed this time."""
-        if not isinstance(self.pattern, ast.OpCall) or not self.order:
+    def build(self, draw: Draw, *, verified: bool = True) -> Instance | None:
+        """A random instance, or ``None`` when some op could not be typed this time.
+        ``verified=False`` skips re-checking the graph (its types are the ones each op's
+        inference gave while it was built)."""
+        if not self.order:
             return None
         state = _State(draw)
         for call in self.order:
             if not self._place(call, state):
                 return None
-        root = state.results[id(self.pattern)]
-        return self._graph(state, root)
+        roots = [state.results[r.key] for r in self.direction.roots]
+        return self._graph(state, roots, verified)
 
-    def _graph(self, state: _State, root: str) -> Instance | None:
-        nodes = list(state.nodes)
-        if root in state.inits or root in {v.name for v in state.inputs}:
+    def _graph(self, state: _State, roots: list[str], verified: bool) -> Instance | None:
+        given = set(state.inits) | {v.name for v in state.inputs}
+        if given & set(roots) or len(set(roots)) != len(roots):
             return None
-        last = next(n for n in nodes if root in n.outputs)
-        outputs = tuple(OUTPUT if o == root else o for o in last.outputs)
-        nodes[nodes.index(last)] = last.with_(outputs=outputs)
-        nodes = [n.with_(inputs=tuple(OUTPUT if i == root else i for i in n.inputs))
-                 for n in nodes]
-        t = state.operands[root].type
-        assert t is not None
-        graph = Graph(tuple(nodes), tuple(state.inputs), (Value(OUTPUT, t),), state.inits,
-                      name=self.rule.name, opset={"": self.opset, "ge": 1})
+        names = {r: OUTPUT if len(roots) == 1 else f"{OUTPUT}{k}" for k, r in enumerate(roots)}
+        nodes = [n.with_(inputs=tuple(names.get(i, i) for i in n.inputs),
+                         outputs=tuple(names.get(o, o) for o in n.outputs))
+                 for n in state.nodes]
+        outputs = tuple(Value(names[r], state.operands[r].type)  # type: ignore[arg-type]
+                        for r in roots)
+        graph = Graph(tuple(nodes), tuple(state.inputs), outputs, state.inits,
+                      name=self.direction.name, opset={"": self.opset, "ge": 1})
+        if not verified:
+            return Instance(graph, dict(state.samplers))
         try:
             return Instance(verify(graph, self.registry), dict(state.samplers))
         except GeError:
             return None
 
-    def _place(self, call: ast.OpCall, state: _State) -> bool:
-        schema = self.schema(call)
+    def _place(self, call: program.Op, state: _State) -> bool:
         for _ in range(TRIES):
             state.draw.memo.clear()
-            attempt = self._try(call, schema, state)
+            attempt = self._try(call, call.schema, state)
             if attempt is not None:
-                self._commit(call, schema, state, *attempt)
+                self._commit(call, call.schema, state, *attempt)
                 return True
         return False
 
-    def _try(self, call: ast.OpCall, schema: OpSchema, state: _State
+    def _try(self, call: program.Op, schema: OpSchema, state: _State
              ) -> tuple[list[Operand], dict[str, Any], dict[str, Any], Operand] | None:
         operands: list[Operand | None] = [self._known(a, state) for a in call.args]
         literals = {i: v for i, a in enumerate(call.args) if operands[i] is None
@@ -166,7 +159,7 @@ class InstanceBuilder:
         if call.args and operands[0] is None and 0 not in literals:
             operands[0] = self._fresh(call, schema, 0, operands, {}, state)
         attrs = {**sample_attrs(call.qualified, state.draw, operands[0] if operands else None),
-                 **self._pattern_attrs(call, schema, operands, state, new_attr_vars)}
+                 **self._pattern_attrs(call, operands, state, new_attr_vars)}
         for i in range(len(call.args)):
             if i in literals:
                 operands[i] = self._literal(call, schema, i, literals[i], operands, state)
@@ -179,29 +172,34 @@ class InstanceBuilder:
         return done, attrs, new_attr_vars, out
 
     # ------------------------------------------------------------------ operands
-    def _known(self, arg: ast.Expr, state: _State) -> Operand | None:
-        if isinstance(arg, ast.OpCall):
-            return state.operands[state.results[id(arg)]]
-        if isinstance(arg, ast.NoneLit):
+    def _known(self, arg: program.Term, state: _State) -> Operand | None:
+        if isinstance(arg, program.Op):
+            return state.operands[state.results[arg.key]]
+        if isinstance(arg, program.Absent):
             return ABSENT
-        if isinstance(arg, ast.Name) and arg.name in state.tensors:
+        if isinstance(arg, program.Var) and arg.name in state.tensors:
             return state.operands[state.tensors[arg.name]]
         return None  # a fresh variable, a wildcard or a literal
 
-    def _literal(self, call: ast.OpCall, schema: OpSchema, slot: int, value: np.ndarray,
+    def _literal(self, call: program.Op, schema: OpSchema, slot: int, value: np.ndarray,
                  operands: list[Operand | None], state: _State) -> Operand:
         """A pattern constant: integer for integer inputs, else the instance's float type,
-        a scalar or (sometimes) the literal spread over a broadcasting shape."""
+        a scalar or (sometimes) the literal spread over a shape that broadcasts to its
+        sibling's, or (less often) over one its sibling broadcasts to (``Mul(x, 1)`` is not
+        ``x`` when the 1 is larger than ``x``)."""
         port = schema.inputs[min(slot, len(schema.inputs) - 1)].name
         if not is_int_port(call.qualified, port):
             value = value.astype(state.draw.dtype)
             ref = reference(operands)
-            if value.ndim == 0 and ref is not None and ref.value is not None and (
-                    state.draw.coin(0.3)):
-                value = np.full(broadcast_variant(state.draw, ref.shape), value, value.dtype)
+            if value.ndim == 0 and ref is not None and ref.value is not None:
+                draw = state.draw
+                if draw.edge and draw.coin(0.7):
+                    value = np.full(grown_variant(draw, ref.shape), value, value.dtype)
+                elif not draw.edge and draw.coin(0.3):
+                    value = np.full(broadcast_variant(draw, ref.shape), value, value.dtype)
         return Operand(TensorType(value.dtype.name, tuple(value.shape)), value, True)
 
-    def _fresh(self, call: ast.OpCall, schema: OpSchema, slot: int,
+    def _fresh(self, call: program.Op, schema: OpSchema, slot: int,
                operands: list[Operand | None], attrs: dict[str, Any], state: _State
                ) -> Operand:
         port = schema.inputs[min(slot, len(schema.inputs) - 1)].name
@@ -211,7 +209,7 @@ class InstanceBuilder:
         if found is not None:
             return found
         arg = call.args[slot]
-        name = arg.name if isinstance(arg, ast.Name) else None
+        name = arg.name if isinstance(arg, program.Var) else None
         like = [o for o in state.operands.values() if o.value is not None and not o.const
                 and o.value.dtype.kind == "f"]
         if slot == 0 and op not in SHAPED and like and draw.coin(0.5):  # shape(a) == shape(b)
@@ -238,32 +236,26 @@ class InstanceBuilder:
         const = o.const or name in self.hints.constants or name in self.hints.values
         return Operand(TensorType(value.dtype.name, tuple(value.shape)), value, const)
 
-    def _pattern_attrs(self, call: ast.OpCall, schema: OpSchema,
-                       operands: list[Operand | None], state: _State,
-                       new: dict[str, Any]) -> dict[str, Any]:
+    def _pattern_attrs(self, call: program.Op, operands: list[Operand | None],
+                       state: _State, new: dict[str, Any]) -> dict[str, Any]:
         attrs: dict[str, Any] = {}
         x = operands[0] if operands else None
-        for item in call.attrs:
-            if not isinstance(item, ast.AttrSet) or isinstance(item.value, ast.Wildcard):
-                continue
-            spec = schema.attrs[item.name]
-            if isinstance(item.value, ast.Name) and item.value.name not in CONSTANTS:
-                var = item.value.name
+        for item in call.attr_items():
+            if item.kind == "var":
+                var = item.value
                 if var not in state.attr_vars and var not in new:
                     earlier = [*state.attr_vars.values(), *new.values()]
-                    new[var] = attr_candidate(item.name, spec.kind, state.draw, x, earlier)
+                    new[var] = attr_candidate(item.name, item.spec.kind, state.draw, x,
+                                              earlier)
                 value = state.attr_vars.get(var, new.get(var))
             else:
-                try:
-                    value = attr_value(spec, evaluate(item.value, _Empty()))
-                except EvalError:
-                    continue
+                value = item.value
             if value is not None:
                 attrs[item.name] = value
         return attrs
 
     # ------------------------------------------------------------------ commit
-    def _commit(self, call: ast.OpCall, schema: OpSchema, state: _State,
+    def _commit(self, call: program.Op, schema: OpSchema, state: _State,
                 operands: list[Operand], attrs: dict[str, Any], new_attr_vars: dict[str, Any],
                 out: Operand) -> None:
         names = [self._bind(arg, o, state) for arg, o in zip(call.args, operands, strict=True)]
@@ -275,20 +267,20 @@ class InstanceBuilder:
         state.nodes.append(node)
         result = outputs[call.output or 0]
         state.operands[result] = out
-        state.results[id(call)] = result
+        state.results[call.key] = result
         state.attr_vars.update(new_attr_vars)
         if call.binder:
             state.tensors[call.binder] = result
             state.resolved[call.binder] = schema.resolve(attrs)
 
-    def _bind(self, arg: ast.Expr, o: Operand, state: _State) -> str:
-        if isinstance(arg, ast.OpCall):
-            return state.results[id(arg)]
+    def _bind(self, arg: program.Term, o: Operand, state: _State) -> str:
+        if isinstance(arg, program.Op):
+            return state.results[arg.key]
         if o.type is None:
             return ""
-        if isinstance(arg, ast.Name) and arg.name in state.tensors:
+        if isinstance(arg, program.Var) and arg.name in state.tensors:
             return state.tensors[arg.name]
-        is_var = isinstance(arg, ast.Name) and arg.name not in CONSTANTS
+        is_var = isinstance(arg, program.Var)
         name = state.name(arg.name if is_var else "")  # type: ignore[union-attr]
         if is_var:
             state.tensors[arg.name] = name  # type: ignore[union-attr]
@@ -302,14 +294,13 @@ class InstanceBuilder:
         return name
 
 
-def _literal(arg: ast.Expr) -> np.ndarray | None:
+def _literal(arg: program.Term) -> np.ndarray | None:
     """The value of a pattern literal (``1``, ``0.5``, ``[0, 1]``, ``sqrt(2)``), else None."""
-    if isinstance(arg, (ast.Name, ast.Wildcard, ast.OpCall, ast.NoneLit)) and not (
-            isinstance(arg, ast.Name) and arg.name in CONSTANTS):
+    if not isinstance(arg, program.Const):
         return None
     try:
-        return input_constant(evaluate(arg, _Empty()), None)
-    except (EvalError, KeyError):
+        return input_constant(arg.value, None)
+    except EvalError:
         return None
 
 
@@ -338,11 +329,3 @@ def _range(value: np.ndarray) -> Sampler:
     if value.size and float(value.min()) >= 0.0:
         return (float(value.min()) * 0.5, max(float(value.max()) * 1.5, 1e-3))
     return None
-
-
-class _Empty:
-    def lookup(self, name: str) -> Any:
-        raise KeyError(name)
-
-    def node_attr(self, binder: str, attr: str) -> Any:
-        raise EvalError("no node is bound here")

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from ..ir.graph import TensorType
-from ..ir.registry import ELEMENTWISE, OpSchema
+from ...ir.graph import TensorType
+from ...ir.registry import ELEMENTWISE, OpSchema
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,11 +47,15 @@ ABSENT = Operand(None, None, True)
 
 @dataclass
 class Draw:
-    """Random choices for one instance: the generator, the float dtype and the largest dim."""
+    """Random choices for one instance: the generator, the float dtype and the largest dim;
+    ``edge`` draws prefer the choices that expose mistakes (shapes of distinct dims, so a
+    swapped dim shows; a scalar literal spread over a shape larger than its sibling, so a
+    broadcast shows; permutations that do not commute)."""
 
     rng: np.random.Generator
     dtype: str = "float32"
     size: int = 4
+    edge: bool = False  # telling choices: distinct dims, literals larger than x, perms...
     memo: dict[str, Any] = field(default_factory=dict)  # per-op state (a Slice's spec)
 
     def integer(self, lo: int, hi: int) -> int:
@@ -67,6 +71,9 @@ class Draw:
         return self.integer(1, self.size)
 
     def shape(self, rank: int) -> tuple[int, ...]:
+        if self.edge and rank > 1:
+            dims = self.rng.choice(np.arange(2, 4 + max(rank, self.size)), rank, replace=False)
+            return tuple(int(d) for d in dims)
         return tuple(self.dim() for _ in range(rank))
 
     def floats(self, shape: Sequence[int], lo: float | None = None, hi: float | None = None
@@ -119,6 +126,17 @@ def broadcast_variant(draw: Draw, shape: tuple[int, ...]) -> tuple[int, ...]:
         channel = (shape[1],) + (1,) * (r - 2)
         options += [lambda: channel, lambda: (1, *channel), lambda: (shape[-1],)]
     return tuple(draw.pick(options)())
+
+
+def grown_variant(draw: Draw, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A shape that ``shape`` broadcasts to and that is larger: a 1 made larger, or a new
+    leading dim."""
+    ones = [i for i, d in enumerate(shape) if d == 1]
+    if ones and draw.coin(0.7):
+        grown = list(shape)
+        grown[draw.pick(ones)] = draw.integer(2, 3)
+        return tuple(grown)
+    return (draw.integer(2, 3), *shape)
 
 
 def elementwise(draw: Draw, operands: Sequence[Operand | None], slot: int) -> Operand:
