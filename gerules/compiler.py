@@ -74,11 +74,12 @@ class CompileOptions:
     modify_mixlist: MixChanges | None = None  # atc's mixed-precision list changes, parsed
     keep_dtype: KeepDtype = field(default_factory=KeepDtype)
     measure_error: bool = True  # run both graphs on random inputs when precision changes
+    rules: tuple[str, ...] = ()  # the user's rule files and folders, added to the shipped
 
     def optimize_options(self) -> OptimizeOptions:
         return OptimizeOptions(opt_level=self.opt_level, soc_version=self.soc_version,
                                target=self.target, disabled=self.disabled,
-                               enabled=self.enabled)
+                               enabled=self.enabled, rules=tuple(map(str, self.rules)))
 
     def precision_options(self) -> PrecisionOptions:
         return PrecisionOptions(self.precision_mode, self.modify_mixlist, self.keep_dtype)
@@ -101,6 +102,7 @@ class CompileOptions:
                 "fusion_switch_on": sorted(self.enabled), "streams": self.streams,
                 "memory_aware": self.memory_aware, "input_format": self.input_format or None,
                 "out_nodes": [f"{n}:{k}" for n, k in self.out_nodes],
+                "rules": [str(r) for r in self.rules],
                 **self.precision_options().to_json()}
 
 

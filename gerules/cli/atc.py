@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import UsageError
 from ..fileio import atomic_write, check_output_path
 
-ATC_START = ("--model", "--om", "--mode", "--framework", "--weight", "--singleop")
+ATC_START = ("--model", "--om", "--mode", "--framework", "--weight", "--singleop", "--rules")
 GLOBAL = ("--debug", "--log")  # flags of ge-rewrite itself, before any subcommand
 FRAMEWORKS = {"5": "onnx", "onnx": "onnx", "pytorch": "pytorch", "torch": "pytorch"}
 NOT_YET = {"0": "Caffe", "1": "MindSpore", "3": "TensorFlow"}

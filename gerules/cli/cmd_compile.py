@@ -76,7 +76,7 @@ def compile_options(args: argparse.Namespace) -> CompileOptions:
         input_shape=options.input_shapes(args.input_shape),
         dynamic_batch_size=batch_sizes(args.dynamic_batch_size),
         disabled=switches.off, enabled=switches.on, streams=streams,
-        **options.conversion_options(args))
+        rules=options.rules_of(args), **options.conversion_options(args))
     opts.check()
     return opts
 

@@ -20,6 +20,7 @@ from .compile import CompiledRule, CompiledRules
 from .contract import Contract, contract_of
 from .errors import RuleError, RuleErrors, raise_errors
 from .library import (
+    Built,
     build_library,
     check_library,
     compile_library,
@@ -31,7 +32,7 @@ from .parser import parse_text
 from .program import Program, ResolvedRule
 
 __all__ = [
-    "CompiledRule", "CompiledRules", "Contract", "Program", "ResolvedRule", "Rule",
+    "Built", "CompiledRule", "CompiledRules", "Contract", "Program", "ResolvedRule", "Rule",
     "RuleError", "RuleErrors", "RuleFile", "RuleLibrary", "Span", "build_library",
     "check_library", "compile_library", "contract_of", "load_compiled", "load_rules",
     "parse_library", "parse_shipped", "parse_text", "raise_errors",

@@ -249,10 +249,12 @@ class Include:
 
 @dataclass(frozen=True, slots=True)
 class RulesetDecl:
-    """``ruleset name``: the rules below it, up to the next ``ruleset`` line, belong to it."""
+    """``ruleset name``: the rules below it, up to the next ``ruleset`` line, belong to it.
+    ``extend ruleset name`` does the same for a ruleset declared in another file."""
 
     name: str
     span: Span
+    extend: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,11 +302,13 @@ Step = Run | Saturate | Repeat
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
-    """``schedule O2: saturate(fold, simplify), repeat(3, fuse)``: steps run in sequence."""
+    """``schedule O2: saturate(fold, simplify), repeat(3, fuse)``: steps run in sequence.
+    ``schedule O2 += steps`` appends steps to a schedule declared in another file."""
 
     name: str
     steps: tuple[Step, ...]
     span: Span
+    extend: bool = False
 
 
 Item = Include | RulesetDecl | Commutative | Rule | Schedule

@@ -5,8 +5,11 @@ Invariants:
 - ``resolve_library`` reads every rule exactly once and returns the ``program.Program`` of
   the clean rules with every error it found, sorted by file (load order), line and column,
   each with its source line attached; it never raises for bad rules.
-- Rule names are unique across the library (includes too), as are ruleset and schedule
-  names; every rule belongs to a ruleset; schedules name declared rulesets only.
+- Rule names are unique across the library (includes too), unless a rule marked
+  ``@replace`` replaces the one other rule of its name (the program records it); ruleset
+  and schedule names are declared once, ``extend ruleset`` and ``schedule NAME += ...``
+  add to a declared one (extensions append in load order); every rule belongs to a
+  ruleset; schedules name declared rulesets only. A ruleset no schedule runs is a warning.
 - ``commutative`` may only name ops that exist, take two or more inputs and that the
   registry marks commutative (so a declaration can never make the matcher unsound).
 - A program is complete (``errors == []``) or only a partial view for reporting.
@@ -20,9 +23,10 @@ from typing import Any
 
 from ..ir.registry import COMMUTATIVE, Registry, default_registry, suggest
 from . import ast
+from .contract import replaces
 from .errors import RuleError
 from .loader import RuleLibrary
-from .program import Program, ResolvedRule
+from .program import Program, Replacement, ResolvedRule
 from .resolve import Resolver, op_names
 
 log = logging.getLogger(__name__)
@@ -38,22 +42,23 @@ def resolve_library(lib: RuleLibrary, registry: Registry | None = None
     if lib.errors:  # a file did not parse: its names are unknown, so check nothing else
         return Program((), {}, {}, frozenset(), registry, sources), sort_errors(
             lib, list(lib.errors))
-    errors: list[RuleError] = []
-    errors += _unique(lib.rules, "rule", lambda r: r.name_span)
-    errors += _unique(lib.items(ast.RulesetDecl), "ruleset", lambda d: d.span)
-    errors += _unique(lib.items(ast.Schedule), "schedule", lambda s: s.span)
-    errors += _schedules(lib)
+    kept, replaced, errors = _rules(lib)
+    errors += _rulesets(lib)
+    schedules, found = _schedules(lib)
+    errors += found
     errors += _commutative(lib, registry)
     rules: list[ResolvedRule] = []
-    for rule in lib.rules:
+    for rule in kept:
         resolved, found = Resolver(rule, registry, sources.get(rule.span.file, "")).resolve()
         errors += found
         if resolved is not None:
             rules.append(resolved)
-    program = Program(tuple(rules), {k: tuple(r.name for r in v)
-                                     for k, v in lib.rulesets.items()},
-                      {s.name: s.steps for s in lib.schedules.values()},
-                      frozenset(op.qualified for op in lib.commutative), registry, sources)
+    rulesets: dict[str, list[str]] = {d.name: [] for d in lib.items(ast.RulesetDecl)}
+    for r in rules:
+        rulesets.setdefault(r.ruleset, []).append(r.name)
+    program = Program(tuple(rules), {k: tuple(v) for k, v in rulesets.items()}, schedules,
+                      frozenset(op.qualified for op in lib.commutative), registry, sources,
+                      replaced, tuple(sort_errors(lib, _unscheduled(lib, schedules))))
     log.debug("resolved %d rules in %d files: %d errors", len(rules), len(lib.files),
               len(errors))
     return program, sort_errors(lib, errors)
@@ -68,24 +73,76 @@ def sort_errors(lib: RuleLibrary, errors: list[RuleError]) -> list[RuleError]:
     return [e.attach(sources) for e in errors]
 
 
-def _unique(items: Sequence[Any], what: str, span_of: Callable[[Any], ast.Span]
-            ) -> list[RuleError]:
+def _unique(items: Sequence[Any], what: str, span_of: Callable[[Any], ast.Span],
+            hint: str = "") -> list[RuleError]:
     first: dict[str, ast.Span] = {}
     errors = []
     for item in items:
         span = span_of(item)
         if item.name in first:
             errors.append(RuleError(f"duplicate {what} '{item.name}' (first defined at "
-                                    f"{first[item.name]})", span))
+                                    f"{first[item.name]}){hint.format(name=item.name)}",
+                                    span))
         else:
             first[item.name] = span
     return errors
 
 
-def _schedules(lib: RuleLibrary) -> list[RuleError]:
-    known = {d.name for d in lib.items(ast.RulesetDecl)}
+def _rules(lib: RuleLibrary) -> tuple[list[ast.Rule], tuple[Replacement, ...], list[RuleError]]:
+    """The rules that stay (a ``@replace`` rule takes the place of the one it replaces)."""
+    by_name: dict[str, list[ast.Rule]] = {}
+    for rule in lib.rules:
+        by_name.setdefault(rule.name, []).append(rule)
+    dropped: set[int] = set()
+    replaced: list[Replacement] = []
     errors: list[RuleError] = []
-    stack: list[ast.Step] = [s for sched in lib.items(ast.Schedule) for s in sched.steps]
+    for name, rules in by_name.items():
+        marked = [r for r in rules if replaces(r)]
+        plain = [r for r in rules if not replaces(r)]
+        for r in marked:
+            if not plain:
+                errors.append(RuleError(f"@replace: there is no rule '{name}' to replace",
+                                        r.name_span))
+        if len(marked) == 1 and len(plain) == 1:
+            dropped.add(id(plain[0]))
+            replaced.append(Replacement(name, marked[0].name_span, plain[0].name_span))
+            continue
+        shown = plain + marked[1:] if marked else plain
+        errors += _unique(shown if len(marked) < 2 else rules, "rule", lambda r: r.name_span,
+                          "; to replace it, mark the new rule @replace")
+    kept = [r for r in lib.rules if id(r) not in dropped]
+    return kept, tuple(replaced), errors
+
+
+def _rulesets(lib: RuleLibrary) -> list[RuleError]:
+    decls = lib.items(ast.RulesetDecl)
+    errors = _unique([d for d in decls if not d.extend], "ruleset", lambda d: d.span,
+                     "; write 'extend ruleset {name}' to add rules to it")
+    declared = {d.name for d in decls if not d.extend}
+    for d in decls:
+        if d.extend and d.name not in declared:
+            errors.append(RuleError(f"extend ruleset: there is no ruleset '{d.name}'"
+                                    f"{suggest(d.name, declared)}", d.span))
+    return errors
+
+
+def _schedules(lib: RuleLibrary) -> tuple[dict[str, tuple[ast.Step, ...]], list[RuleError]]:
+    """Each schedule's steps, extensions appended in load order; and the mistakes."""
+    scheds = lib.items(ast.Schedule)
+    errors = _unique([s for s in scheds if not s.extend], "schedule", lambda s: s.span,
+                     "; write 'schedule {name} += ...' to add steps to it")
+    steps: dict[str, tuple[ast.Step, ...]] = {}
+    for sched in scheds:
+        if not sched.extend:
+            steps.setdefault(sched.name, sched.steps)
+    for sched in scheds:
+        if sched.extend and sched.name not in steps:
+            errors.append(RuleError(f"schedule {sched.name} +=: there is no schedule "
+                                    f"'{sched.name}'{suggest(sched.name, steps)}", sched.span))
+        elif sched.extend:
+            steps[sched.name] += sched.steps
+    known = {d.name for d in lib.items(ast.RulesetDecl)}
+    stack: list[ast.Step] = [s for sched in scheds for s in sched.steps]
     while stack:
         step = stack.pop()
         if isinstance(step, ast.Run):
@@ -97,7 +154,25 @@ def _schedules(lib: RuleLibrary) -> list[RuleError]:
             errors.append(RuleError(f"repeat count must be between 1 and {MAX_REPEAT}",
                                     step.span))
         stack.extend(step.steps)
-    return errors
+    return steps, errors
+
+
+def _unscheduled(lib: RuleLibrary, schedules: dict[str, tuple[ast.Step, ...]]
+                 ) -> list[RuleError]:
+    """Warnings: declared rulesets that no schedule runs (their rules never fire)."""
+    run: set[str] = set()
+    stack = [s for steps in schedules.values() for s in steps]
+    while stack:
+        step = stack.pop()
+        if isinstance(step, ast.Run):
+            run.add(step.ruleset)
+        else:
+            stack.extend(step.steps)
+    example = next(iter(schedules), "O2")
+    return [RuleError(f"ruleset '{d.name}' is not run by any schedule, so its rules never "
+                      f"fire; add 'schedule {example} += {d.name}' or put its rules in a "
+                      "scheduled ruleset with 'extend ruleset NAME'", d.span)
+            for d in lib.items(ast.RulesetDecl) if not d.extend and d.name not in run]
 
 
 def _commutative(lib: RuleLibrary, registry: Registry) -> list[RuleError]:

@@ -89,6 +89,7 @@ class CompiledRules:
     schedules: Mapping[str, Step]
     commutative: frozenset[str]
     _by_rewrite: Mapping[str, CompiledRule] = field(default_factory=dict, repr=False)
+    program: Program | None = field(default=None, repr=False)
 
     def rewrites(self) -> tuple[Rewrite, ...]:
         return tuple(rw for r in self.rules for rw in r.rewrites)
@@ -96,6 +97,17 @@ class CompiledRules:
     def rule(self, name: str) -> CompiledRule:
         """The compiled rule for a rule or rewrite name (``name/rev`` included)."""
         return self._by_rewrite[name]
+
+    def has(self, name: str) -> bool:
+        return name in self._by_rewrite
+
+    @property
+    def notes(self) -> list[str]:
+        """What a run should say about the library: replaced rules, unscheduled rulesets."""
+        if self.program is None:
+            return []
+        return [r.describe() for r in self.program.replaced] + [
+            str(w) for w in self.program.warnings]
 
     def contract(self, name: str) -> Contract:
         return self.rule(name).contract
@@ -294,4 +306,4 @@ def assemble(program: Program, rules: Iterable[CompiledRule]) -> CompiledRules:
     schedules = {name: Seq(*(_step(step, rulesets) for step in steps))
                  for name, steps in program.schedules.items()}
     by_rewrite = {rw.name: r for r in rules for rw in r.rewrites}
-    return CompiledRules(rules, rulesets, schedules, program.commutative, by_rewrite)
+    return CompiledRules(rules, rulesets, schedules, program.commutative, by_rewrite, program)

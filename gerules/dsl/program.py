@@ -215,16 +215,30 @@ class ResolvedRule:
         return self.source.arrow
 
 
+@dataclass(frozen=True, slots=True)
+class Replacement:
+    """A rule marked ``@replace`` took the place of another rule of its name."""
+
+    name: str
+    new: ast.Span
+    old: ast.Span
+
+    def describe(self) -> str:
+        return f"rule {self.name} at {self.new} replaces the one at {self.old}"
+
+
 @dataclass(frozen=True, eq=False)
 class Program:
     """A checked library: rules, rulesets and schedules by name, and what they run on."""
 
     rules: tuple[ResolvedRule, ...]
     rulesets: Mapping[str, tuple[str, ...]]  # ruleset -> its rule names, in order
-    schedules: Mapping[str, tuple[ast.Step, ...]]
+    schedules: Mapping[str, tuple[ast.Step, ...]]  # extensions (``+=``) appended
     commutative: frozenset[str]
     registry: Registry
     sources: Mapping[str, str] = field(default_factory=dict)
+    replaced: tuple[Replacement, ...] = ()
+    warnings: tuple[Any, ...] = ()  # RuleErrors that do not stop the library (unused rulesets)
 
     def rule(self, name: str) -> ResolvedRule:
         for r in self.rules:

@@ -165,7 +165,7 @@ class ToAst(Transformer_NonRecursive):  # type: ignore[type-arg]
         return ast.Include(unquote(c[0]), self.span(meta))
 
     def ruleset(self, meta: Any, c: list[Any]) -> ast.RulesetDecl:
-        return ast.RulesetDecl(str(c[0]), self.span(meta))
+        return ast.RulesetDecl(str(c[1]), self.span(meta), extend=c[0] is not None)
 
     def commutative(self, meta: Any, c: list[Any]) -> ast.Commutative:
         return ast.Commutative(tuple(ast.OpRef(d, o, s) for d, o, s in c), self.span(meta))
@@ -201,7 +201,8 @@ class ToAst(Transformer_NonRecursive):  # type: ignore[type-arg]
 
     # ------------------------------------------------------------ schedules
     def schedule(self, meta: Any, c: list[Any]) -> ast.Schedule:
-        return ast.Schedule(c[0], c[1], self.span(meta))
+        extend = len(c) == 3
+        return ast.Schedule(c[0], c[-1], self.span(meta), extend=extend)
 
     def sched_name(self, meta: Any, c: list[Any]) -> str:
         return str(c[0])

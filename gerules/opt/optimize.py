@@ -13,6 +13,10 @@ Invariants:
   runs in onnxruntime; ``--target npu`` allows the ``ge`` fused ops.
 - Rules and rulesets named in ``disabled`` never run; disabling ``fold`` also turns off the
   constant-folding analysis. Unknown names are reported as warnings listing the valid names.
+- The rule library is the shipped one with the user's rule files added (``rules``, after
+  ``GERULES_RULES_PATH``); a user rule is run, switched and reported exactly like a shipped
+  one (per rule, whatever number of rewrites it compiled to); a ``@replace`` rule and an
+  unscheduled ruleset are noted in the report's warnings.
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from ..cost import DEFAULT_SOC, GraphEstimate, NpuCostModel
-from ..dsl import CompiledRules, load_compiled
+from ..dsl import CompiledRules, raise_errors
+from ..dsl.library import Built, load_library, user_paths
 from ..engine import Extraction, Limits, Repeat, Report, Ruleset, Runner, Saturate, Seq, extract
 from ..engine.schedule import Step
 from ..errors import UsageError
@@ -65,7 +71,7 @@ class OptimizeOptions:
     target: str = "npu"
     disabled: frozenset[str] = frozenset()  # rule or ruleset names (fusion switch); "ALL"
     enabled: frozenset[str] = frozenset()  # names kept on although "ALL" is off
-    rule_paths: tuple[str, ...] | None = None  # None: the shipped library
+    rules: tuple[str, ...] = ()  # the user's rule files and folders, added to the shipped
     limits: Limits | None = None  # None: the level's
     extraction: str | None = None  # None: the level's ("greedy", "ilp", "tree")
 
@@ -125,16 +131,43 @@ class OptimizeReport:
         }
 
 
-@lru_cache(maxsize=8)
-def _library(paths: tuple[str, ...] | None) -> CompiledRules:
-    # The shipped library's shape soundness is checked by its own tests (rules check); a
-    # user's rule files get the full check.
-    return load_compiled(paths, soundness=paths is not None)
+@lru_cache(maxsize=1)
+def _shipped(registry: Registry) -> CompiledRules:
+    return _compiled(load_library((), registry))
 
 
-def rule_library(paths: Iterable[str] | None = None) -> CompiledRules:
-    """The compiled rule library (cached per set of paths)."""
-    return _library(None if paths is None else tuple(str(p) for p in paths))
+def _compiled(built: Built) -> CompiledRules:
+    raise_errors(built.errors)
+    assert built.compiled is not None
+    return built.compiled
+
+
+@lru_cache(maxsize=4)
+def _with_user(user: tuple[str, ...], stamp: tuple[tuple[str, int, int], ...],
+               registry: Registry) -> CompiledRules:
+    return _compiled(load_library(user, registry))
+
+
+def _stamp(user: tuple[str, ...]) -> tuple[tuple[str, int, int], ...]:
+    """Name, size and modification time of every .ger file under the user's paths."""
+    found = []
+    for top in map(Path, user):
+        for path in sorted(top.rglob("*.ger")) if top.is_dir() else [top]:
+            st = path.stat()
+            found.append((str(path), st.st_size, st.st_mtime_ns))
+    return tuple(found)
+
+
+def rule_library(paths: Iterable[str] = (), registry: Registry | None = None
+                 ) -> CompiledRules:
+    """The compiled rule library: the shipped one with the user's rule files
+    (``GERULES_RULES_PATH`` and ``paths``) added, cached until one of those files changes.
+    Raises ``RuleError`` for a mistake in them, ``UsageError`` for a missing path."""
+    registry = registry or default_registry()
+    user = user_paths(paths)
+    if not user:
+        return _shipped(registry)
+    return _with_user(user, _stamp(user), registry)
 
 
 def optimize(graph: Graph, options: OptimizeOptions | None = None,
@@ -167,7 +200,8 @@ def _saturate_and_extract(graph: Graph, options: OptimizeOptions, registry: Regi
                           model: NpuCostModel, report: OptimizeReport) -> Graph:
     phases = report.phases
     clock = time.perf_counter()
-    library = rule_library(options.rule_paths)
+    library = rule_library(options.rules, registry)
+    report.warnings += library.notes
     disabled = _expand_all(library, options.disabled, options.enabled)
     schedule, known = _schedule(library, options.opt_level, disabled)
     unknown = sorted((options.disabled | options.enabled) - known - {"ALL"})
@@ -187,13 +221,14 @@ def _saturate_and_extract(graph: Graph, options: OptimizeOptions, registry: Regi
     limits = options.limits or level.limits
     run = _run(low, schedule, limits)
     phases["saturate"] = run.seconds
-    _record_run(report, run, limits)
+    _record_run(report, run, limits, library)
     clock = time.perf_counter()
     ext = _extract(low, model, options, level)
     phases["extract"] = time.perf_counter() - clock
     clock = time.perf_counter()
     result = raise_graph(graph, low, ext)
-    report.fusions = fusions(graph, low, ext, result, run.applications)
+    report.fusions = fusions(graph, low, ext, result, run.applications,
+                             lambda name: library.rule(name).name if library.has(name) else name)
     phases["raise"] = time.perf_counter() - clock
     return result
 
@@ -202,19 +237,34 @@ def _run(low: Lowered, schedule: Step, limits: Limits) -> Report:
     return Runner(low.egraph, limits=limits).run(schedule)
 
 
-def _record_run(report: OptimizeReport, run: Report, limits: Limits) -> None:
+def _record_run(report: OptimizeReport, run: Report, limits: Limits,
+                library: CompiledRules) -> None:
     report.stop_reason = run.stop_reason.value
     report.iterations = len(run.iterations)
     report.egraph_nodes, report.egraph_classes = run.nodes, run.classes
     report.limits = {"iterations": limits.iterations, "nodes": limits.nodes,
                      "seconds": limits.seconds}
-    report.rules = {name: {"matches": s.matches, "applied": s.applied,
-                           "rejected": dict(s.rejected), "bans": s.bans}
-                    for name, s in run.rules.items() if s.matches or s.applied}
+    report.rules = per_rule(run, library)
     if run.stop_reason.value in ("iteration limit", "node limit", "time limit"):
         report.warnings.append(f"saturation stopped at its {run.stop_reason.value} "
                                f"({limits.iterations} iterations, {limits.nodes} e-nodes, "
                                f"{limits.seconds:g} s); the best graph found so far is used")
+
+
+def per_rule(run: Report, library: CompiledRules) -> dict[str, dict[str, Any]]:
+    """The run's statistics per source rule (its rewrites' counts summed)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, s in run.rules.items():
+        if not (s.matches or s.applied):
+            continue
+        rule = library.rule(name).name if library.has(name) else name
+        stats = out.setdefault(rule, {"matches": 0, "applied": 0, "rejected": {}, "bans": 0})
+        stats["matches"] += s.matches
+        stats["applied"] += s.applied
+        stats["bans"] += s.bans
+        for reason, count in s.rejected.items():
+            stats["rejected"][reason] = stats["rejected"].get(reason, 0) + count
+    return out
 
 
 def _extract(low: Lowered, model: NpuCostModel, options: OptimizeOptions, level: Level
@@ -246,11 +296,16 @@ def _expand_all(library: Any, disabled: frozenset[str], enabled: frozenset[str]
     return frozenset(off)
 
 
+def _source(rewrite: str) -> str:
+    """The source rule of a rewrite name (``name``, ``name/rev``)."""
+    return rewrite.split("/")[0]
+
+
 def _filter(step: Step, disabled: frozenset[str]) -> Step:
     if isinstance(step, Ruleset):
         if step.name in disabled:
             return Ruleset(step.name, ())
-        keep = [r for r in step.rules if r.name.split("/")[0] not in disabled]
+        keep = [r for r in step.rules if _source(r.name) not in disabled]
         return step if len(keep) == len(step.rules) else Ruleset(step.name, keep)
     if isinstance(step, Seq):
         return Seq(*(_filter(s, disabled) for s in step.steps))

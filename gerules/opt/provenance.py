@@ -10,6 +10,7 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..engine import Application, ENode, Extraction
@@ -65,7 +66,9 @@ def _chain(low: Lowered, app: Application, made_by: dict[ENode, Application]
 
 
 def fusions(source: Graph, low: Lowered, ext: Extraction, result: Graph,
-            applications: list[Application]) -> list[Fusion]:
+            applications: list[Application],
+            rule_of: Callable[[str], str] = lambda name: name) -> list[Fusion]:
+    """The fusions of ``result``; ``rule_of`` names the source rule of a rewrite."""
     eg = low.egraph
     made_by = creators(low, applications)
     original = {eg.canonical(e) for _, e, _ in low.node_enodes}
@@ -87,8 +90,9 @@ def fusions(source: Graph, low: Lowered, ext: Extraction, result: Graph,
         roots = projections.get(cid, {cid})  # a tuple node's values are its projections
         replaced = _cone(low, roots, inputs, computed)
         node = _result_node(low, roots, by_output)
-        out.append(Fusion(app.rule, node.name if node else "?", enode.op, replaced,
-                          _chain(low, app, made_by)))
+        chain = tuple(dict.fromkeys(rule_of(r) for r in _chain(low, app, made_by)))
+        out.append(Fusion(rule_of(app.rule), node.name if node else "?", enode.op, replaced,
+                          chain))
     return out
 
 
