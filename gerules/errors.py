@@ -6,9 +6,30 @@ Invariants:
   tensor) before the reason, so the CLI prints it as is.
 - ``exit_code`` is the process exit status the CLI uses: 1 bad input, 2 usage, 3 resource limit.
 - Internal bugs are *not* ``GeError``: they surface as ordinary exceptions (exit 70 in the CLI).
+- Names in messages come from files we do not trust: ``str(error)`` shows control characters,
+  bidirectional overrides and line separators escaped (``visible``), so a model cannot move
+  the cursor, recolour the terminal or fake a second line.
 """
 
 from __future__ import annotations
+
+import re
+
+# C0/C1 controls, DEL, bidirectional marks and overrides, line/paragraph separators.
+_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e"
+                        "\u2066-\u2069]")
+
+
+def visible(text: str, *, keep_newlines: bool = False) -> str:
+    """``text`` with every control character written as an escape (``\\x1b``, ``\\u202e``)."""
+
+    def escape(m: re.Match[str]) -> str:
+        c = m.group()
+        if keep_newlines and c in "\n\t":
+            return c
+        return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+
+    return _INVISIBLE.sub(escape, text)
 
 
 class GeError(Exception):
@@ -63,7 +84,7 @@ class GeError(Exception):
     def __str__(self) -> str:
         place = self.place()
         text = f"{place}: {self.message}" if place else self.message
-        return " ".join(text.split("\n"))
+        return visible(" ".join(text.split("\n")))
 
 
 class ModelError(GeError):

@@ -37,6 +37,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--framework", metavar="F",
                    help="5 = ONNX (default for .onnx), pytorch = TorchScript or torch.export "
                    "archive (default for .pt/.pt2)")
+    p.add_argument("--trust_archive", "--trust-archive", action="store_true",
+                   help="PyTorch archives: also accept TorchScript and pickled modules, which "
+                   "run their own code when loaded; the conversion then runs in a separate, "
+                   "limited process (docs/SECURITY.md). Only for archives you trust")
     p.add_argument("--mode", default="0", metavar="M",
                    help="0 compile (default), 1 .om to JSON, 3 pre-check only, 6 .om info")
     p.add_argument("--om", type=Path, metavar="NAME.om", help="the .om for --mode 1 and 6")
@@ -125,7 +129,7 @@ def _compile(args: argparse.Namespace, source: Path, framework: str) -> int:
     opts = compile_options(args)
     with Progress() as progress:
         progress(f"load {framework} model")
-        graph = _load(source, framework, opts)
+        graph = _load(source, framework, opts, args.trust_archive)
         try:
             result = compile_model(graph, opts, output, command_line=args.command_line,
                                    source=str(source), progress=progress)
@@ -141,12 +145,12 @@ def _compile(args: argparse.Namespace, source: Path, framework: str) -> int:
     return 0
 
 
-def _load(source: Path, framework: str, opts: CompileOptions) -> Graph:
+def _load(source: Path, framework: str, opts: CompileOptions, trust: bool) -> Graph:
     if framework == "pytorch":
         from ..frontends.torch import convert_archive
 
         batch = min(opts.dynamic_batch_size or (1,))
-        return convert_archive(source, opts.input_shape, batch=batch)
+        return convert_archive(source, opts.input_shape, batch=batch, trust=trust)
     return load_model(source, max_bytes=DEFAULT_MAX_TENSOR_BYTES)
 
 
@@ -154,7 +158,8 @@ def _onnx_bytes(source: Path, framework: str, args: argparse.Namespace) -> bytes
     if framework == "pytorch":
         from ..frontends.torch import archive_onnx
 
-        return archive_onnx(source, options.input_shapes(args.input_shape))
+        return archive_onnx(source, options.input_shapes(args.input_shape),
+                            trust=args.trust_archive)
     return read_file(source)
 
 

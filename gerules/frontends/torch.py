@@ -34,9 +34,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..errors import ModelError, UsageError
+from ..errors import GeError, ModelError, UsageError
 from ..ir.graph import Graph
 from ..onnx_io import load_model
+from .isolate import IsolationLimits, run_isolated
 
 log = logging.getLogger(__name__)
 
@@ -141,14 +142,13 @@ def load_archive(path: str | Path) -> Any:
         return program.module()
     if kind == "pickle":
         raise ModelError("this is a torch.save pickle; loading it would run arbitrary code. "
-                         "Save the model with torch.jit.save(torch.jit.trace(model, x)) or "
-                         "torch.export.save(torch.export.export(model, (x,))) instead",
-                         file=where)
+                         "Save the model with torch.export.save(torch.export.export(model, "
+                         f"(x,))) instead, or {TRUST_HINT}", file=where)
     raise ModelError("not a TorchScript or torch.export archive (a zip written by "
                      "torch.jit.save or torch.export.save)", file=where)
 
 
-def _guard(where: str, load: Any) -> Any:
+def _guard(where: str | None, load: Any) -> Any:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -204,32 +204,76 @@ def _weights_only(data: bytes, inner: str, where: str, torch: Any) -> None:
                          "not loaded unsafely", file=where) from None
 
 
+TRUST_HINT = ("--trust_archive runs the conversion in a separate, limited process; use it only "
+              "for archives from people you trust (docs/SECURITY.md)")
+
+
 def archive_onnx(path: str | Path, input_shapes: Mapping[str, Sequence[int]], *,
-                 batch: int = 1) -> bytes:
+                 batch: int = 1, trust: bool = False,
+                 limits: IsolationLimits | None = None) -> bytes:
     """The ONNX bytes of a saved model, exported on random inputs of ``input_shapes``.
 
     Dims of ``-1`` are the batch: the export uses ``batch`` there and keeps the dim dynamic.
-    Every input is float32 (give integer inputs through the Python API, ``convert``).
+    Every input is float32 (give integer inputs through the Python API, ``convert``). With
+    ``trust`` the archive is loaded and exported in a worker process (``isolate``), where it
+    may run its own code (TorchScript methods, pickled classes) under ``limits``.
     """
-    torch = _torch()
     if not input_shapes:
         raise UsageError("--framework=pytorch needs --input_shape NAME:D0,D1,... for every "
                          "model input (the export traces the model on inputs of that shape)")
-    module = load_archive(path)
-    dynamic = any(-1 in dims for dims in input_shapes.values())
+    shapes = {name: [int(d) for d in dims] for name, dims in input_shapes.items()}
+    if trust:
+        request = {"input_shapes": shapes, "batch": batch, "trusted": True}
+        try:
+            return run_isolated(f"{__name__}:export_archive", request,
+                                limits=limits or IsolationLimits(), inputs=[Path(path)])
+        except GeError as e:
+            raise e.with_place(file=str(path)) from None
+    return _export(load_archive(path), shapes, batch, str(path))
+
+
+def _export(module: Any, shapes: Mapping[str, Sequence[int]], batch: int,
+            where: str | None) -> bytes:
+    torch = _torch()
+    dynamic = any(-1 in dims for dims in shapes.values())
     gen = torch.Generator().manual_seed(0)
     args = [torch.randn(*[batch if d == -1 else d for d in dims], generator=gen)
-            for dims in input_shapes.values()]
+            for dims in shapes.values()]
     try:
-        return export_onnx(module, args, input_names=list(input_shapes), dynamic_batch=dynamic)
+        return export_onnx(module, args, input_names=list(shapes), dynamic_batch=dynamic)
     except ModelError as e:
-        raise e.with_place(file=str(path)) from None
+        raise e.with_place(file=where) from None
+
+
+def export_archive(request: Mapping[str, Any], output: Path) -> None:
+    """Worker entry (``isolate.run_isolated``): ``request["inputs"][0]`` exported to ONNX."""
+    path = Path(request["inputs"][0])
+    module = load_trusted(path) if request.get("trusted") else load_archive(path)
+    output.write_bytes(_export(module, request["input_shapes"], int(request["batch"]), None))
+
+
+def load_trusted(path: Path) -> Any:
+    """A module from an archive whose author is trusted: TorchScript, torch.export or a
+    ``torch.save`` pickle of a module, loaded the way torch loads them (code may run)."""
+    torch = _torch()
+    kind = archive_kind(path)
+    where = None  # the parent names the file as the user gave it
+    if kind == "torchscript":
+        return _guard(where, lambda: torch.jit.load(str(path), map_location="cpu"))
+    if kind == "export":
+        return _guard(where, lambda: torch.export.load(str(path))).module()
+    module = _guard(where, lambda: torch.load(str(path), weights_only=False, map_location="cpu"))
+    if not isinstance(module, torch.nn.Module):
+        raise ModelError(f"holds a Python {type(module).__name__}, not a model (a state dict "
+                         "has no graph: save the module with torch.export.save)")
+    return module
 
 
 def convert_archive(path: str | Path, input_shapes: Mapping[str, Sequence[int]], *,
-                    batch: int = 1) -> Graph:
+                    batch: int = 1, trust: bool = False,
+                    limits: IsolationLimits | None = None) -> Graph:
     """The verified graph of a saved model (see ``archive_onnx``)."""
-    data = archive_onnx(path, input_shapes, batch=batch)
+    data = archive_onnx(path, input_shapes, batch=batch, trust=trust, limits=limits)
     try:
         return load_model(data)
     except ModelError as e:

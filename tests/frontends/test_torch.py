@@ -156,3 +156,27 @@ def test_not_an_archive(torch, tmp_path: Path) -> None:  # noqa: ANN001
         load_archive(tmp_path / "x.pt")
     with pytest.raises(ModelError, match="cannot read"):
         load_archive(tmp_path / "missing.pt")
+
+
+@pytest.mark.torch
+def test_trusted_archives_are_converted_in_the_isolated_worker(torch, net, archives: Path,  # noqa: ANN001
+                                                               tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    """--trust_archive: TorchScript and a pickled module load in the worker, never here."""
+    from gerules.frontends import torch as frontend
+
+    calls = []
+    real = frontend.run_isolated
+    monkeypatch.setattr(frontend, "run_isolated",
+                        lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    torch.save(net, tmp_path / "module.pt")
+    for name, path in (("ts", archives / "net.pt"), ("pickle", tmp_path / "module.pt")):
+        out = tmp_path / f"{name}.om"
+        assert main(["compile", str(path), "--framework=pytorch", f"--output={out}",
+                     "--input_shape=x:1,3,8,8", "--trust_archive"]) == 0
+        with Model.load(out) as m:
+            got = next(iter(m.run({"x": _x(1)}).values()))
+        want = net(torch.from_numpy(_x(1))).detach().numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    assert calls == ["gerules.frontends.torch:export_archive"] * 2
