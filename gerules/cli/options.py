@@ -18,7 +18,7 @@ from ..ir.graph import Graph
 from ..ir.registry import suggest
 from ..ir.verify import verify
 from ..onnx_io import DEFAULT_MAX_TENSOR_BYTES, load_model
-from ..opt.optimize import LEVELS, TARGETS, OptimizeOptions, rule_library
+from ..opt.optimize import LEVELS, TARGETS, OptimizeOptions, rule_library, switch_names
 from ..opt.switches import ATC_NAMES, Switches, read_switch_file
 from ..precision import DEFAULT_MODE, MODES, KeepDtype, read_keep_dtype, read_mixlist
 from ..precision.policy import check_mode
@@ -81,7 +81,7 @@ def switches(args: argparse.Namespace) -> Switches:
     if not args.fusion_switch_file:
         return Switches(frozenset(), frozenset())
     read = read_switch_file(args.fusion_switch_file)
-    known = set(library.rulesets) | {r.name for r in library.rules} | {"ALL"}
+    known = switch_names(library) | {"ALL"}
     for name in sorted((read.off | read.on) - known):
         log.warning("%s: unknown fusion switch '%s'%s (valid: 'ALL', the rulesets %s, the "
                     "rule names of 'ge-rewrite rules list', and the atc passes %s); ignored",

@@ -107,6 +107,7 @@ class Builder:
                          for k, a in enumerate(call.args))
         try:
             attrs = self.attrs(call, schema, env)
+            children += self.ports(call, schema, attrs)
             if call.output is not None:
                 attrs[OUTPUTS_ATTR] = schema.max_outputs or call.output + 1
             resolved = ctx.op_attrs(call.qualified, attrs)
@@ -116,14 +117,38 @@ class Builder:
 
     def attrs(self, call: program.Op, schema: Any, env: Env) -> dict[str, Any]:
         out: dict[str, Any] = {}
+        ports = {p.name for p in schema.inputs}
         for item in call.attrs:
             if isinstance(item, program.Copy):
                 out.update(copied(env, item.binder))
             elif item.name in schema.attrs:
                 out[item.name] = attr_value(schema.attrs[item.name], attr_of(item, env))
+            elif item.name in ports:  # an attribute of older opsets, an input of this one
+                out[item.name] = attr_value(item.spec, attr_of(item, env))
             else:
                 raise EvalError(f"no attribute '{item.name}' at this opset")
         return out
+
+    @staticmethod
+    def ports(call: program.Op, schema: Any, attrs: dict[str, Any]) -> tuple[Prepared, ...]:
+        """Attributes given that are inputs at this opset (ReduceMean's ``axes`` from 18)
+        become constant inputs after the written ones, absent ones filling any gap;
+        ``attrs`` keeps only the real attributes."""
+        index = {p.name: k for k, p in enumerate(schema.inputs)}
+        moved = {index[k]: attrs.pop(k) for k in list(attrs)
+                 if k not in schema.attrs and k in index}
+        if not moved:
+            return ()
+        if min(moved) < len(call.args):
+            raise EvalError(f"input {min(moved)} is given twice")
+        out = []
+        for k in range(len(call.args), max(moved) + 1):
+            if k not in moved:
+                out.append(Prepared("absent"))
+                continue
+            dtype = _port_dtype(schema, k) or "int64"
+            out.append(Prepared("const", np.asarray(moved[k]).astype(dtype)))
+        return tuple(out)
 
 
 _TENSORS = (program.Op, program.Var, program.Absent)

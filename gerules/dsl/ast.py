@@ -183,9 +183,24 @@ class OpCall:
         return f"{self.domain}.{self.op}" if self.domain else self.op
 
 
+@dataclass(frozen=True, slots=True)
+class OpRef:
+    """An op named without inputs: in ``commutative`` and ``opclass`` lines, and as a value
+    (``activation = F``: the op's qualified name, a string; for an op variable, the name of
+    the op it stands for)."""
+
+    domain: str
+    op: str
+    span: Span
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.domain}.{self.op}" if self.domain else self.op
+
+
 Expr = (
     Num | Str | Bool | NoneLit | Name | Wildcard | ListLit | TupleLit | AttrRead | Index |
-    Slice | Unary | Binary | Call | OpCall
+    Slice | Unary | Binary | Call | OpCall | OpRef
 )
 
 
@@ -223,6 +238,16 @@ Clause = Where | Let
 
 
 @dataclass(frozen=True, slots=True)
+class OpFor:
+    """``for F in CLASS`` (or ``for F in (Relu, Tanh)``): ``F`` stands for each op in turn."""
+
+    var: str
+    classname: str | None  # a declared ``opclass``, or None for the listed ``ops``
+    ops: tuple[OpRef, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
 class Rule:
     """``rule name: lhs clauses => rhs clauses`` (clauses run in text order)."""
 
@@ -235,6 +260,7 @@ class Rule:
     ruleset: str | None
     span: Span
     name_span: Span
+    for_ops: tuple[OpFor, ...] = ()
 
     @property
     def arrow(self) -> str:
@@ -258,14 +284,13 @@ class RulesetDecl:
 
 
 @dataclass(frozen=True, slots=True)
-class OpRef:
-    domain: str
-    op: str
-    span: Span
+class OpClass:
+    """``opclass unary_math = Relu | Sigmoid | activations``: a named set of ops (a member
+    ``Name`` is another class)."""
 
-    @property
-    def qualified(self) -> str:
-        return f"{self.domain}.{self.op}" if self.domain else self.op
+    name: str
+    members: tuple[OpRef | Name, ...]
+    span: Span
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,7 +336,7 @@ class Schedule:
     extend: bool = False
 
 
-Item = Include | RulesetDecl | Commutative | Rule | Schedule
+Item = Include | RulesetDecl | Commutative | OpClass | Rule | Schedule
 
 
 @dataclass(frozen=True, slots=True)

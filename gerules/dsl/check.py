@@ -27,7 +27,7 @@ from .contract import replaces
 from .errors import RuleError
 from .loader import RuleLibrary
 from .program import Program, Replacement, ResolvedRule
-from .resolve import Resolver, op_names
+from .resolve import op_names, resolve_rule
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +48,11 @@ def resolve_library(lib: RuleLibrary, registry: Registry | None = None
     errors += found
     errors += _commutative(lib, registry)
     rules: list[ResolvedRule] = []
+    classes, found = _classes(lib, registry)
+    errors += found
     for rule in kept:
-        resolved, found = Resolver(rule, registry, sources.get(rule.span.file, "")).resolve()
+        resolved, found = resolve_rule(rule, registry, sources.get(rule.span.file, ""),
+                                       classes)
         errors += found
         if resolved is not None:
             rules.append(resolved)
@@ -173,6 +176,42 @@ def _unscheduled(lib: RuleLibrary, schedules: dict[str, tuple[ast.Step, ...]]
                       f"fire; add 'schedule {example} += {d.name}' or put its rules in a "
                       "scheduled ruleset with 'extend ruleset NAME'", d.span)
             for d in lib.items(ast.RulesetDecl) if not d.extend and d.name not in run]
+
+
+def _classes(lib: RuleLibrary, registry: Registry
+             ) -> tuple[dict[str, tuple[ast.OpRef, ...]], list[RuleError]]:
+    """Each ``opclass`` as its ops (classes named inside expanded, in order, once each)."""
+    decls: dict[str, ast.OpClass] = {}
+    for d in lib.items(ast.OpClass):
+        decls.setdefault(d.name, d)
+    errors = _unique(lib.items(ast.OpClass), "opclass", lambda d: d.span)
+    out: dict[str, tuple[ast.OpRef, ...]] = {}
+
+    def expand(name: str, chain: tuple[str, ...]) -> tuple[ast.OpRef, ...]:
+        if name in out:
+            return out[name]
+        ops: dict[str, ast.OpRef] = {}
+        for m in decls[name].members:
+            if isinstance(m, ast.OpRef):
+                if not registry.has(m.op, m.domain):
+                    hint = suggest(m.qualified, op_names(registry))
+                    errors.append(RuleError(f"unknown op {m.qualified}{hint}", m.span))
+                ops.setdefault(m.qualified, m)
+            elif m.name not in decls:
+                errors.append(RuleError(f"unknown opclass '{m.name}'{suggest(m.name, decls)}",
+                                        m.span))
+            elif m.name in chain:
+                errors.append(RuleError(f"opclass cycle: {' -> '.join((*chain, m.name))}",
+                                        m.span))
+            else:
+                for ref in expand(m.name, (*chain, m.name)):
+                    ops.setdefault(ref.qualified, ref)
+        out[name] = tuple(ops.values())
+        return out[name]
+
+    for name in decls:
+        expand(name, (name,))
+    return out, errors
 
 
 def _commutative(lib: RuleLibrary, registry: Registry) -> list[RuleError]:

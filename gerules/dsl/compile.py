@@ -49,7 +49,7 @@ from ..engine.schedule import Step
 from ..terms.terms import ABSENT, PROJ, class_value, hashable_attr, ir_attr
 from . import ast, program
 from .apply import Builder, PrepareError, emit, tensor_of
-from .build import matches_literal
+from .build import attr_value, matches_literal
 from .contract import Contract
 from .evaluate import evaluate
 from .program import Direction, Program, ResolvedRule, Term
@@ -163,6 +163,24 @@ class FloatAttrCheck:
         return subst if ok else Reject(self.reason)
 
 
+class PortAttr:
+    """An attribute variable given as an input (``program.PortVar``): the class bound to
+    ``name`` holds a constant, which binds the attribute variable."""
+
+    def __init__(self, name: str, attr: str, spec: Any) -> None:
+        self.name, self.attr, self.spec = name, attr, spec
+        self.reason = f"{attr}: the input is not a constant"
+
+    def __call__(self, egraph: EGraph, root: int, subst: Subst) -> Subst | Reject:
+        array = class_value(egraph, int(subst[self.name]))
+        if array is None:
+            return Reject(self.reason)
+        try:
+            return subst.extend(self.attr, attr_value(self.spec, np.asarray(array)))
+        except EvalError as e:
+            return Reject(f"{self.attr}: {e}")
+
+
 class Where:
     def __init__(self, clause: program.Where, tensors: frozenset[str]) -> None:
         self.expr, self.reason, self.tensors = clause.expr, clause.text, tensors
@@ -225,6 +243,7 @@ class _PatternBuilder:
 
     def __init__(self) -> None:
         self.checks: list[Any] = []
+        self.ports: set[str] = set()
         self.fresh = itertools.count()
 
     def node(self, t: Term) -> PatternNode:
@@ -238,6 +257,11 @@ class _PatternBuilder:
             name = f"#k{next(self.fresh)}"
             self.checks.append(LiteralCheck(name, t.value, t.text))
             return Var(name)
+        if isinstance(t, program.PortVar):
+            if t.name not in self.ports:
+                self.ports.add(t.name)
+                self.checks.append(PortAttr(t.name, t.attr, t.spec))
+            return Var(t.name)
         return WILDCARD
 
     def op(self, call: program.Op) -> PatternNode:

@@ -77,6 +77,22 @@ class Computed:
     span: ast.Span
 
 
+@dataclass(frozen=True, slots=True)
+class PortVar:
+    """An attribute variable given as an input (``ReduceMean(x) {axes = a}`` at opset 18,
+    where ``axes`` is an input): a constant class whose value binds the attribute variable
+    ``attr`` (of the kind ``spec`` says). Every occurrence of one variable is one class."""
+
+    attr: str
+    spec: AttrSpec
+    span: ast.Span
+
+    @property
+    def name(self) -> str:
+        """The class variable: a name no rule can write."""
+        return f"#{self.attr}"
+
+
 AttrKind = Literal["value", "var", "expr"]
 
 
@@ -132,7 +148,7 @@ class Op:
         return (a for a in self.attrs if isinstance(a, Attr))
 
 
-Term = Op | Var | Wild | Absent | Const | Computed
+Term = Op | Var | Wild | Absent | Const | Computed | PortVar
 
 
 # ---------------------------------------------------------------- clauses

@@ -18,6 +18,8 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +31,7 @@ from .contract import check_decorators, contract_of
 from .errors import RuleError
 from .evaluate import evaluate
 from .values import EvalError
-from .walk import free_names, is_closed, walk
+from .walk import free_names, is_closed, replace_ops, walk
 
 
 @dataclass
@@ -55,6 +57,31 @@ def fits(call: ast.OpCall, schema: OpSchema) -> bool:
     if n < schema.min_inputs or (schema.max_inputs is not None and n > schema.max_inputs):
         return False
     return all(a.name in schema.attrs for a in call.attrs if isinstance(a, ast.AttrSet))
+
+
+def input_ports(call: ast.OpCall, schema: OpSchema, versions: Sequence[OpSchema]
+                ) -> tuple[str, ...]:
+    """The attributes of ``call`` that are inputs of ``schema`` (an attribute in another
+    version of the op), in port order, when they continue the call's inputs; else ``()``."""
+    given = [a.name for a in call.attrs if isinstance(a, ast.AttrSet)]
+    moved = [n for n in given if n not in schema.attrs]
+    ports = {p.name: k for k, p in enumerate(schema.inputs)}
+    if not moved or any(n not in ports or not any(n in v.attrs for v in versions)
+                        for n in moved):
+        return ()
+    order = sorted(moved, key=ports.__getitem__)
+    start = len(call.args)
+    if [ports[n] for n in order] != list(range(start, start + len(order))):
+        return ()
+    n = start + len(order)
+    if n < schema.min_inputs or (schema.max_inputs is not None and n > schema.max_inputs):
+        return ()
+    return tuple(order)
+
+
+def attr_spec_in(versions: Sequence[OpSchema], name: str) -> AttrSpec:
+    """The spec of attribute ``name`` in the newest version of an op that has it."""
+    return next(v.attrs[name] for v in reversed(versions) if name in v.attrs)
 
 
 def op_names(registry: Registry) -> list[str]:
@@ -142,15 +169,25 @@ def pattern_order(roots: list[ast.Expr], binders: set[str]) -> list[ast.OpCall] 
     return order
 
 
-class Resolver:
-    """Checks one rule against the registry and resolves it (``resolve()``)."""
+Form = tuple[OpSchema, tuple[str, ...]]  # a version, and the attributes given as its inputs
 
-    def __init__(self, rule: ast.Rule, registry: Registry, source: str = "") -> None:
+
+class Resolver:
+    """Checks one rule (op variables already replaced) against the registry and resolves it
+    into its directions (``directions()``). ``forms`` picks, per pattern op, the version and
+    the attributes given as inputs (an opset variant); without it each op takes the newest
+    version its written form fits, and ``options`` records the forms each op could take."""
+
+    def __init__(self, rule: ast.Rule, registry: Registry, source: str = "", *,
+                 forms: Mapping[int, Form] | None = None, label: str = "") -> None:
         self.rule = rule
         self.registry = registry
         self.lines = source.split("\n")
         self.scope = Scope()
         self.errors: list[RuleError] = []
+        self.forms = forms or {}
+        self.label = label
+        self.options: dict[int, list[Form]] = {}  # pattern op -> the forms it fits
         self._keys: dict[int, int] = {}  # pattern op -> its key (local to one side)
 
     def error(self, span: ast.Span, message: str) -> None:
@@ -161,38 +198,28 @@ class Resolver:
             return "a constant"
         return self.lines[span.line - 1][span.col - 1: span.end_col - 1]
 
-    def resolve(self) -> tuple[program.ResolvedRule | None, list[RuleError]]:
-        self.errors += check_decorators(self.rule)
-        if self.rule.ruleset is None:
-            self.error(self.rule.name_span, f"rule '{self.rule.name}' is not in a ruleset; put "
-                                            "a 'ruleset NAME' line above it")
+    def directions(self) -> tuple[list[program.Direction], list[RuleError]]:
         lhs = self.rule.lhs
         if not isinstance(lhs, ast.OpCall):
             self.error(lhs.span, "the left side must be an op pattern such as Relu(x)")
-            return None, self.errors
+            return [], self.errors
         left, ops = self.side(lhs, self.scope)
-        directions: list[program.Direction] = []
         if self.rule.bidirectional:
             back = self.check_reverse()
         clauses = [self.clause(c) for c in self.rule.clauses]
         if not self.rule.bidirectional:
             right = self.rhs(self.rule.rhs, top=True)
         if self.errors or left is None:
-            return None, self.errors
+            return [], self.errors
         where = tuple(c for c in clauses if c is not None)
+        name = self.rule.name + self.label
         if not self.rule.bidirectional:
-            directions.append(program.Direction(self.rule.name, (left,), where, (right,),
-                                                self.scope.names(), ops))
-        else:
-            back_op, back_ops, back_scope = back
-            directions += [
-                program.Direction(self.rule.name, (left,), where, (back_op,),
-                                  self.scope.names(), ops),
-                program.Direction(f"{self.rule.name}/rev", (back_op,), where, (left,),
-                                  back_scope.names(), back_ops)]
-        return program.ResolvedRule(self.rule.name, self.rule.ruleset or "",
-                                    contract_of(self.rule), tuple(directions),
-                                    self.rule), self.errors
+            return [program.Direction(name, (left,), where, (right,), self.scope.names(),
+                                      ops)], []
+        back_op, back_ops, back_scope = back
+        return [program.Direction(name, (left,), where, (back_op,), self.scope.names(), ops),
+                program.Direction(f"{name}/rev", (back_op,), where, (left,),
+                                  back_scope.names(), back_ops)], []
 
     def side(self, root: ast.OpCall, scope: Scope
              ) -> tuple[program.Op | None, tuple[program.Op, ...]]:
@@ -222,6 +249,23 @@ class Resolver:
             return None
         fitting = [s for s in versions if fits(call, s)]
         return fitting[-1] if fitting else versions[-1]
+
+    def pattern_form(self, call: ast.OpCall) -> Form | None:
+        """The version a pattern op is checked against and the attributes it takes as
+        inputs there: the chosen form, else the newest version the call fits as written,
+        else the newest it fits with some attributes as inputs (an opset variant)."""
+        versions = self.registry.versions(call.op, call.domain)
+        options: list[Form] = [(s, ()) for s in versions if fits(call, s)]
+        options += [(s, ports) for s in versions if (ports := input_ports(call, s, versions))]
+        options.sort(key=lambda f: f[0].since_version)
+        self.options[id(call)] = options
+        if id(call) in self.forms:
+            return self.forms[id(call)]
+        written = [f for f in options if not f[1]]
+        if written or options:
+            return (written or options)[-1]
+        schema = self.schema(call)
+        return None if schema is None else (schema, ())
 
     def op_shape(self, call: ast.OpCall, schema: OpSchema) -> None:
         """Arity, keyword arguments and output index of an op call."""
@@ -276,6 +320,13 @@ class Resolver:
             return program.Wild(e.span)
         if isinstance(e, ast.NoneLit):
             return program.Absent(e.span)
+        if isinstance(e, ast.OpRef):
+            if self.registry.has(e.op, e.domain):
+                self.error(e.span, f"an op in a pattern takes its inputs: {e.qualified}(...)")
+            else:
+                self.error(e.span, f"'{e.qualified}' is not a variable: variables start with "
+                                   "a lowercase letter")
+            return program.Wild(e.span)
         if not is_closed(e):
             self.error(e.span, "a pattern input must be an op, a variable, _ or a constant; "
                                "compute values in a where or let clause")
@@ -292,22 +343,29 @@ class Resolver:
             return None
 
     def op_pattern(self, call: ast.OpCall, scope: Scope) -> program.Op:
-        schema = self.schema(call)
+        form = self.pattern_form(call)
         args = tuple(self.pattern(arg, scope) for arg in call.args)
         key = self._keys.get(id(call), -1)
-        if schema is None:
+        if form is None:
             return _unknown(call, args)
-        self.op_shape(call, schema)
+        schema, ports = form
+        if not ports:
+            self.op_shape(call, schema)
         attrs: list[program.Attr | program.Copy] = []
+        port_terms: dict[str, program.Term] = {}
         for item in call.attrs:
             if isinstance(item, ast.AttrCopy):
                 self.error(item.span, "{..n} copies attributes on the right side only")
+                continue
+            if item.name in ports:
+                port_terms[item.name] = self.port(call, item, scope)
                 continue
             spec = self.attr_spec(call, schema, item)
             if spec is not None:
                 attr = self.attr_pattern(call, spec, item, scope)
                 if attr is not None:
                     attrs.append(attr)
+        args += tuple(port_terms[name] for name in ports)
         if call.binder is not None and call.output is not None:
             self.error(call.binder_span or call.span, "'as' cannot follow an output index; "
                                                       "bind the op without [k]")
@@ -338,6 +396,18 @@ class Resolver:
             self.error(value.span, str(err))
             return None
         return program.Attr(item.name, spec, "value", converted, item.span)
+
+    def port(self, call: ast.OpCall, item: ast.AttrSet, scope: Scope) -> program.Term:
+        """An attribute of an older opset's form given as an input of this one (ReduceMean's
+        ``axes`` from opset 18): a literal becomes a constant input; an attribute variable
+        a constant input whose value binds it."""
+        spec = attr_spec_in(self.registry.versions(call.op, call.domain), item.name)
+        attr = self.attr_pattern(call, spec, item, scope)
+        if attr is None:
+            return program.Wild(item.span)
+        if attr.kind == "var":
+            return program.PortVar(attr.value, spec, item.span)
+        return program.Const(attr.value, self.text(item.value.span), item.span)
 
     def bind_node(self, call: ast.OpCall, schema: OpSchema, scope: Scope) -> None:
         name, span = call.binder or "", call.binder_span or call.span
@@ -393,6 +463,10 @@ class Resolver:
                 self.call(sub)
             elif isinstance(sub, ast.Wildcard):
                 self.error(sub.span, f"'_' has no value in {where}")
+            elif isinstance(sub, ast.OpRef) and not self.registry.has(sub.op, sub.domain):
+                hint = suggest(sub.qualified, op_names(self.registry)) or (
+                    " (variables start with a lowercase letter)")
+                self.error(sub.span, f"unknown op {sub.qualified}{hint}")
             elif isinstance(sub, ast.OpCall):
                 self.error(sub.op_span, f"an op cannot appear in {where}; ops build or "
                                         "match graph nodes")
@@ -492,6 +566,133 @@ class Resolver:
         return set(source.attrs)
 
 
+def resolve_rule(rule: ast.Rule, registry: Registry, source: str = "",
+                 classes: Mapping[str, tuple[ast.OpRef, ...]] | None = None
+                 ) -> tuple[program.ResolvedRule | None, list[RuleError]]:
+    """Check and resolve one rule: every op it ranges over (``for F in CLASS``) and every
+    opset form of its ops (``variants``), each a ``Direction`` of the resolved rule."""
+    errors = check_decorators(rule)
+    if rule.ruleset is None:
+        errors.append(RuleError(f"rule '{rule.name}' is not in a ruleset; put a 'ruleset "
+                                "NAME' line above it", rule.name_span))
+    bindings = op_bindings(rule, registry, classes or {}, errors)
+    directions: list[program.Direction] = []
+    for label, ops in bindings:
+        concrete = substitute(rule, ops) if ops else rule
+        first = Resolver(concrete, registry, source, label=_label(label))
+        found, failed = first.directions()
+        if failed:
+            prefix = f"(for {label}) " if label else ""
+            errors += [RuleError(prefix + e.message, e.span) for e in failed]
+            continue
+        forms = variants(first.options)
+        if len(forms) <= 1:
+            directions += found
+            continue
+        for form_label, choice in forms:
+            one = Resolver(concrete, registry, source, forms=choice,
+                           label=_label(", ".join(x for x in (label, form_label) if x)))
+            found, failed = one.directions()
+            errors += failed
+            directions += found
+    errors = list({(str(e), e.message): e for e in errors}.values())
+    if errors or not directions:
+        return None, errors
+    return program.ResolvedRule(rule.name, rule.ruleset or "", contract_of(rule),
+                                tuple(directions), rule), []
+
+
+def _label(text: str) -> str:
+    return f"[{text}]" if text else ""
+
+
+def op_bindings(rule: ast.Rule, registry: Registry,
+                classes: Mapping[str, tuple[ast.OpRef, ...]], errors: list[RuleError]
+                ) -> list[tuple[str, dict[str, tuple[str, str]]]]:
+    """``(label, {F: (domain, op)})`` for every combination of the rule's op variables."""
+    choices: list[list[tuple[str, tuple[str, str]]]] = []
+    seen: set[str] = set()
+    for loop in rule.for_ops:
+        if loop.var in seen:
+            errors.append(RuleError(f"op variable {loop.var} is bound twice", loop.span))
+        seen.add(loop.var)
+        if registry.has(loop.var):
+            errors.append(RuleError(f"{loop.var} is an op; name the op variable otherwise "
+                                    "(F, G, Act...)", loop.span))
+        if loop.classname is not None and loop.classname not in classes:
+            hint = suggest(loop.classname, classes)
+            errors.append(RuleError(f"unknown opclass '{loop.classname}'{hint}", loop.span))
+            members: tuple[ast.OpRef, ...] = ()
+        else:
+            members = classes[loop.classname] if loop.classname else loop.ops
+        for ref in members:
+            if not registry.has(ref.op, ref.domain):
+                hint = suggest(ref.qualified, op_names(registry))
+                errors.append(RuleError(f"unknown op {ref.qualified}{hint}", ref.span))
+        used = any(isinstance(e, (ast.OpCall, ast.OpRef)) and not e.domain
+                   and e.op == loop.var for e in _rule_exprs(rule))
+        if not used:
+            errors.append(RuleError(f"op variable {loop.var} is not used in the rule",
+                                    loop.span))
+        choices.append([(loop.var, (m.domain, m.op)) for m in members])
+    if errors:
+        return []
+    combos: list[tuple[str, dict[str, tuple[str, str]]]] = [("", {})]
+    for options in choices:
+        combos = [(", ".join(x for x in (label, f"{var}={_q(op)}") if x), {**ops, var: op})
+                  for label, ops in combos for var, op in options]
+    return combos
+
+
+def _q(op: tuple[str, str]) -> str:
+    return f"{op[0]}.{op[1]}" if op[0] else op[1]
+
+
+def _rule_exprs(rule: ast.Rule) -> Iterator[ast.Expr]:
+    for root in (rule.lhs, rule.rhs, *(c.expr for c in rule.clauses)):
+        yield from walk(root)
+
+
+def substitute(rule: ast.Rule, ops: Mapping[str, tuple[str, str]]) -> ast.Rule:
+    """``rule`` with its op variables replaced by the ops they stand for."""
+    clauses = tuple(dataclasses.replace(c, expr=replace_ops(c.expr, ops))
+                    for c in rule.clauses)
+    return dataclasses.replace(rule, lhs=replace_ops(rule.lhs, ops),
+                               rhs=replace_ops(rule.rhs, ops), clauses=clauses)
+
+
+def variants(options: Mapping[int, list[Form]]) -> list[tuple[str, dict[int, Form]]]:
+    """The opset variants of a pattern: for each opset at which some op changes form (an
+    attribute becomes an input), every op's form at that opset; one per distinct set of
+    forms, labelled by the first opset it holds from."""
+    if all(len({f[1] for f in opts}) <= 1 for opts in options.values()):
+        return []
+    opsets = sorted({s.since_version for opts in options.values() for s, _ in opts
+                     if not s.domain})
+    found: dict[tuple[tuple[str, ...], ...], tuple[int, dict[int, Form]]] = {}
+    for opset in opsets:
+        choice: dict[int, Form] = {}
+        for call, opts in options.items():
+            at = [f for f in opts if f[0].domain or f[0].since_version <= opset]
+            if not at:
+                break
+            choice[call] = at[-1]
+        else:
+            key = tuple(choice[c][1] for c in options)
+            first = found.get(key, (opset, {}))[0]
+            found[key] = (first, choice)
+    starts = sorted(first for first, _ in found.values())
+    return [(_opsets(first, starts), choice) for first, choice in found.values()]
+
+
+def _opsets(first: int, starts: list[int]) -> str:
+    """``opset<18``, ``opset 13-17`` or ``opset>=18`` for a variant holding from ``first``."""
+    later = [s for s in starts if s > first]
+    if not later:
+        return f"opset>={first}"
+    return f"opset<{later[0]}" if first == starts[0] else f"opset {first}-{later[0] - 1}"
+
+
 def _ops(term: program.Term) -> list[program.Op]:
     out: list[program.Op] = []
     stack: list[program.Term] = [term]
@@ -515,5 +716,5 @@ def _count(lo: int, hi: int | None) -> str:
     return str(lo) if lo == hi else f"{lo} to {hi}"
 
 
-__all__ = ["Resolver", "Scope", "arity_text", "fits", "free_names", "literal_kind",
+__all__ = ["Resolver", "Scope", "resolve_rule", "arity_text", "fits", "free_names", "literal_kind",
            "op_names"]

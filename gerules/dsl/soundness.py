@@ -35,15 +35,21 @@ log = logging.getLogger(__name__)
 
 ATTEMPTS = 10  # instances tried per direction
 ENOUGH = 3  # instances that fired and agreed: stop looking
+MIN_ATTEMPTS = 3  # instances tried per variant of a rule over an op class
 SEED = 7
 
 
 def check_soundness(rule: ResolvedRule, rewrites: tuple[Rewrite, ...], registry: Registry
                     ) -> list[RuleError]:
-    """``[error]`` when a witness shows the sides differ in type, else ``[]``."""
+    """``[error]`` when a witness shows the sides differ in type, else ``[]``. A rule over an
+    op class or with opset variants shares one rule's budget among its variants (at least
+    ``MIN_ATTEMPTS`` each)."""
+    variants = len({d.name.split("/")[0] for d in rule.directions})
+    attempts = max(MIN_ATTEMPTS, -(-ATTEMPTS // variants))
+    enough = max(1, -(-ENOUGH // variants))
     for direction, rewrite in zip(rule.directions, rewrites, strict=True):
         try:
-            message = _witness(direction, rewrite, registry)
+            message = _witness(direction, rewrite, registry, attempts, enough)
         except Exception as e:  # noqa: BLE001 - a best-effort check never fails a rule file
             log.warning("soundness check of rule '%s' stopped: %s: %s", rule.name,
                         type(e).__name__, e)
@@ -53,10 +59,11 @@ def check_soundness(rule: ResolvedRule, rewrites: tuple[Rewrite, ...], registry:
     return []
 
 
-def _witness(direction: Direction, rewrite: Rewrite, registry: Registry) -> str | None:
+def _witness(direction: Direction, rewrite: Rewrite, registry: Registry, attempts: int,
+             enough: int) -> str | None:
     builder = InstanceBuilder(direction, registry)
     fired = 0
-    for attempt in range(ATTEMPTS):
+    for attempt in range(attempts):
         draw = Draw(np.random.default_rng([SEED, attempt]), "float32", size=2 + attempt % 3,
                     edge=attempt < 2 or attempt % 2 == 0)
         instance = builder.build(draw, verified=False)
@@ -67,7 +74,7 @@ def _witness(direction: Direction, rewrite: Rewrite, registry: Registry) -> str 
             back = " (right to left)" if direction.name.endswith("/rev") else ""
             return f"{applied.error}{back} (when {_inputs(instance.graph)})"
         fired += applied.fired
-        if fired >= ENOUGH:
+        if fired >= enough:
             break
     return None
 

@@ -170,6 +170,23 @@ class ToAst(Transformer_NonRecursive):  # type: ignore[type-arg]
     def commutative(self, meta: Any, c: list[Any]) -> ast.Commutative:
         return ast.Commutative(tuple(ast.OpRef(d, o, s) for d, o, s in c), self.span(meta))
 
+    def opclass(self, meta: Any, c: list[Any]) -> ast.OpClass:
+        members = tuple(m if isinstance(m, ast.Name) else ast.OpRef(*m) for m in c[1:])
+        return ast.OpClass(str(c[0]), members, self.span(meta))
+
+    def class_ref(self, meta: Any, c: list[Any]) -> ast.Name:
+        return ast.Name(str(c[0]), self.span(meta))
+
+    def op_for(self, meta: Any, c: list[Any]) -> ast.OpFor:
+        var, rest = str(c[0]), [x for x in c[2:] if x is not None]
+        if len(rest) == 1 and isinstance(rest[0], Token):
+            return ast.OpFor(var, str(rest[0]), (), self.span(meta))
+        return ast.OpFor(var, None, tuple(ast.OpRef(*r) for r in rest), self.span(meta))
+
+    def op_value(self, meta: Any, c: list[Any]) -> ast.OpRef:
+        domain, op, _ = c[0]
+        return ast.OpRef(domain, op, self.span(meta))
+
     def opname(self, meta: Any, c: list[Any]) -> tuple[str, str, Span]:
         domain, _, op = str(c[0]).rpartition(".")
         return domain, op, self.tspan(c[0])
@@ -178,11 +195,14 @@ class ToAst(Transformer_NonRecursive):  # type: ignore[type-arg]
     def rule(self, meta: Any, c: list[Any]) -> ast.Rule:
         decorators = [x for x in c if isinstance(x, ast.Decorator)]
         rest = c[len(decorators):]
-        name, lhs = rest[0], rest[1]
+        name = rest[0]
+        for_ops = tuple(x for x in rest[1:] if isinstance(x, ast.OpFor))
+        rest = [name, *rest[1 + len(for_ops):]]
+        lhs = rest[1]
         arrow = next(i for i, x in enumerate(rest) if isinstance(x, str) and x in ("=>", "<=>"))
         clauses = tuple(rest[2:arrow]) + tuple(rest[arrow + 2:])
         return ast.Rule(str(name), tuple(decorators), lhs, clauses, rest[arrow] == "<=>",
-                        rest[arrow + 1], None, self.span(meta), self.tspan(name))
+                        rest[arrow + 1], None, self.span(meta), self.tspan(name), for_ops)
 
     def arrow(self, meta: Any, c: list[Any]) -> str:
         return str(c[0])

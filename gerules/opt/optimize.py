@@ -276,13 +276,21 @@ def _extract(low: Lowered, model: NpuCostModel, options: OptimizeOptions, level:
                    time_limit=level.ilp_seconds)
 
 
-def _schedule(library: Any, level: str, disabled: frozenset[str]) -> tuple[Step, set[str]]:
+def switch_names(library: CompiledRules) -> set[str]:
+    """The names a fusion switch may use: rulesets, rules, and each variant of a rule over
+    an op class or opsets (``fuse_conv_activation[Act=Relu]``)."""
+    return set(library.rulesets) | {r.name for r in library.rules} | {
+        _variant(rw.name) for rw in library.rewrites()}
+
+
+def _schedule(library: CompiledRules, level: str, disabled: frozenset[str]
+              ) -> tuple[Step, set[str]]:
     """The level's schedule with switched-off rules and rulesets removed; and all names."""
-    known = set(library.rulesets) | {r.name for r in library.rules}
+    known = switch_names(library)
     schedule = library.schedules.get(level)
     if schedule is None:
         raise UsageError(f"the rule library has no schedule {level}")
-    return _filter(schedule, disabled), known
+    return _filter(schedule, disabled, library), known
 
 
 def _expand_all(library: Any, disabled: frozenset[str], enabled: frozenset[str]
@@ -296,23 +304,24 @@ def _expand_all(library: Any, disabled: frozenset[str], enabled: frozenset[str]
     return frozenset(off)
 
 
-def _source(rewrite: str) -> str:
-    """The source rule of a rewrite name (``name``, ``name/rev``)."""
+def _variant(rewrite: str) -> str:
+    """The variant a rewrite runs (``name[F=Relu]/rev`` -> ``name[F=Relu]``)."""
     return rewrite.split("/")[0]
 
 
-def _filter(step: Step, disabled: frozenset[str]) -> Step:
+def _filter(step: Step, disabled: frozenset[str], library: CompiledRules) -> Step:
     if isinstance(step, Ruleset):
         if step.name in disabled:
             return Ruleset(step.name, ())
-        keep = [r for r in step.rules if _source(r.name) not in disabled]
+        keep = [r for r in step.rules if _variant(r.name) not in disabled
+                and library.rule(r.name).name not in disabled]
         return step if len(keep) == len(step.rules) else Ruleset(step.name, keep)
     if isinstance(step, Seq):
-        return Seq(*(_filter(s, disabled) for s in step.steps))
+        return Seq(*(_filter(s, disabled, library) for s in step.steps))
     if isinstance(step, Repeat):
-        return Repeat(step.times, *(_filter(s, disabled) for s in step.body.steps))
+        return Repeat(step.times, *(_filter(s, disabled, library) for s in step.body.steps))
     if isinstance(step, Saturate):
-        return Saturate(*(_filter(s, disabled) for s in step.body.steps),
+        return Saturate(*(_filter(s, disabled, library) for s in step.body.steps),
                         max_iters=step.max_iters)
     return step
 

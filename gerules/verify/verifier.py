@@ -26,6 +26,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import Counter
@@ -51,6 +52,7 @@ log = logging.getLogger(__name__)
 
 VERIFIED, COUNTEREXAMPLE, NO_INSTANCE, ERROR = ("verified", "counterexample", "no instance",
                                                 "error")
+MIN_EXAMPLES = 2  # instances per variant of a rule over an op class
 EXACT_RTOL = {"float16": 1e-2, "float32": 1e-4, "float64": 1e-9}
 DTYPES = ("float32", "float32", "float32", "float16", "float64")
 
@@ -104,23 +106,35 @@ def tolerance(contract: Contract, dtype: str, expected: np.ndarray) -> tuple[flo
 
 def verify_rule(rule: CompiledRule, settings: Settings = Settings(),
                 registry: Registry | None = None) -> RuleResult:
-    """Verify every rewrite of ``rule``; the first failing direction decides."""
+    """Verify every rewrite of ``rule``; the first failing direction decides. A rule over an
+    op class or with opset variants shares ``settings.examples`` among its variants (at
+    least ``MIN_EXAMPLES`` each), so one rule costs about as much as one rule."""
     registry = registry or default_registry()
     start = time.perf_counter()
     result = RuleResult(rule.name, f"{rule.span.file}:{rule.span.line}", rule.contract)
-    for k, (rewrite, direction) in enumerate(zip(rule.rewrites, rule.directions,
-                                                  strict=True)):
+    variants = len({d.name.split("/")[0] for d in rule.directions})
+    each = dataclasses.replace(settings, examples=max(MIN_EXAMPLES,
+                                                      -(-settings.examples // variants)))
+    for rewrite, direction in zip(rule.rewrites, rule.directions, strict=True):
         try:
-            _verify_direction(rule, rewrite, direction, settings, registry, result)
+            _verify_direction(rule, rewrite, direction, each, registry, result)
         except Exception as e:  # noqa: BLE001 - a crash in the verifier is a reported failure
             log.debug("verifying %s failed", rule.name, exc_info=True)
             result.status, result.detail = ERROR, f"{type(e).__name__}: {e}"
         if not result.ok:
-            if k:  # a <=> rule failing only right to left: say so
-                result.detail = "(the right-to-left direction) " + result.detail
+            if len(rule.rewrites) > 1:  # say which direction or variant failed
+                result.detail = f"({_which(direction.name, rule.name)}) " + result.detail
             break
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _which(rewrite: str, rule: str) -> str:
+    """``rule[F=Relu]/rev`` -> ``F=Relu, right to left``."""
+    parts = [rewrite[len(rule):].split("/")[0].strip("[]")]
+    if rewrite.endswith("/rev"):
+        parts.append("right to left")
+    return ", ".join(p for p in parts if p) or "left to right"
 
 
 def verify_library(rules: CompiledRules | Sequence[CompiledRule],
