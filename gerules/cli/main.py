@@ -26,7 +26,7 @@ from .atc import route
 PROG = "ge-rewrite"
 
 # Subcommand modules, in the order ``--help`` lists them.
-COMMANDS: tuple[str, ...] = ("compile", "optimize", "run", "inspect", "rules", "explain")
+COMMANDS: tuple[str, ...] = ("compile", "optimize", "run", "inspect", "rules", "ops", "explain")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -336,7 +336,40 @@ class Schedule:
     extend: bool = False
 
 
-Item = Include | RulesetDecl | Commutative | OpClass | Rule | Schedule
+@dataclass(frozen=True, slots=True)
+class Param:
+    """An input of an op definition; ``b?`` is optional (absent inputs reach the body as
+    absent inputs)."""
+
+    name: str
+    optional: bool
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class AttrDecl:
+    """``epsilon: float = 1e-6``: an attribute of an op definition, its kind and default."""
+
+    name: str
+    kind: str
+    default: Expr | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class OpDef:
+    """``op ge.RMSNorm(x, w) {epsilon: float = 1e-6} = body``: an op defined by its body (a
+    tuple of expressions for several outputs); ``text`` is the declaration as written."""
+
+    ref: OpRef  # the op being defined
+    params: tuple[Param, ...]
+    attrs: tuple[AttrDecl, ...]
+    body: Expr
+    span: Span
+    text: str
+
+
+Item = Include | RulesetDecl | Commutative | OpClass | OpDef | Rule | Schedule
 
 
 @dataclass(frozen=True, slots=True)

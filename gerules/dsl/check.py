@@ -21,8 +21,10 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..ir.composite import CompositeOp
 from ..ir.registry import COMMUTATIVE, Registry, default_registry, suggest
 from . import ast
+from .composite import define_op
 from .contract import replaces
 from .errors import RuleError
 from .loader import RuleLibrary
@@ -42,7 +44,9 @@ def resolve_library(lib: RuleLibrary, registry: Registry | None = None
     if lib.errors:  # a file did not parse: its names are unknown, so check nothing else
         return Program((), {}, {}, frozenset(), registry, sources), sort_errors(
             lib, list(lib.errors))
-    kept, replaced, errors = _rules(lib)
+    ops, registry, errors = _ops(lib, registry)
+    kept, replaced, found = _rules(lib)
+    errors += found
     errors += _rulesets(lib)
     schedules, found = _schedules(lib)
     errors += found
@@ -61,7 +65,7 @@ def resolve_library(lib: RuleLibrary, registry: Registry | None = None
         rulesets.setdefault(r.ruleset, []).append(r.name)
     program = Program(tuple(rules), {k: tuple(v) for k, v in rulesets.items()}, schedules,
                       frozenset(op.qualified for op in lib.commutative), registry, sources,
-                      replaced, tuple(sort_errors(lib, _unscheduled(lib, schedules))))
+                      replaced, tuple(sort_errors(lib, _unscheduled(lib, schedules))), ops)
     log.debug("resolved %d rules in %d files: %d errors", len(rules), len(lib.files),
               len(errors))
     return program, sort_errors(lib, errors)
@@ -176,6 +180,20 @@ def _unscheduled(lib: RuleLibrary, schedules: dict[str, tuple[ast.Step, ...]]
                       f"fire; add 'schedule {example} += {d.name}' or put its rules in a "
                       "scheduled ruleset with 'extend ruleset NAME'", d.span)
             for d in lib.items(ast.RulesetDecl) if not d.extend and d.name not in run]
+
+
+def _ops(lib: RuleLibrary, registry: Registry
+         ) -> tuple[tuple[CompositeOp, ...], Registry, list[RuleError]]:
+    """The ops the library defines (``op ...``), in load order, and the registry that has
+    them too: each is checked against the ops defined before it."""
+    base, defined, errors = registry, {}, []
+    for decl in lib.items(ast.OpDef):
+        op, found = define_op(decl, registry, defined)
+        errors += found
+        if op is not None:
+            defined[op.qualified] = op
+            registry = registry.extend([op.schema(base)])
+    return tuple(defined.values()), registry, errors
 
 
 def _classes(lib: RuleLibrary, registry: Registry

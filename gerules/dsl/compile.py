@@ -46,6 +46,7 @@ from ..engine import (
     Var,
 )
 from ..engine.schedule import Step
+from ..ir.registry import Registry
 from ..terms.terms import ABSENT, PROJ, class_value, hashable_attr, ir_attr
 from . import ast, program
 from .apply import Builder, PrepareError, emit, tensor_of
@@ -70,6 +71,7 @@ class CompiledRule:
     contract: Contract
     span: ast.Span
     resolved: ResolvedRule
+    registry: Registry  # the ops the rule was checked against (the library's own included)
 
     @property
     def source(self) -> ast.Rule:
@@ -100,6 +102,15 @@ class CompiledRules:
 
     def has(self, name: str) -> bool:
         return name in self._by_rewrite
+
+    @property
+    def registry(self) -> Registry:
+        """The registry with the library's own ops (``op`` declarations)."""
+        if self.program is None:
+            from ..ir.registry import default_registry
+
+            return default_registry()
+        return self.program.registry
 
     @property
     def notes(self) -> list[str]:
@@ -300,10 +311,12 @@ def compile_direction(direction: Direction, commutative: frozenset[str]) -> Rewr
     return Rewrite(direction.name, pattern, _emit, conditions=conditions, incremental=True)
 
 
-def compile_rule(rule: ResolvedRule, commutative: frozenset[str]) -> CompiledRule:
+def compile_rule(rule: ResolvedRule, commutative: frozenset[str], registry: Registry
+                 ) -> CompiledRule:
     """One resolved rule as engine rewrites (one per direction)."""
     rewrites = tuple(compile_direction(d, commutative) for d in rule.directions)
-    return CompiledRule(rule.name, rule.ruleset, rewrites, rule.contract, rule.span, rule)
+    return CompiledRule(rule.name, rule.ruleset, rewrites, rule.contract, rule.span, rule,
+                        registry)
 
 
 def _step(step: ast.Step, rulesets: Mapping[str, Ruleset]) -> Step:
@@ -317,7 +330,8 @@ def _step(step: ast.Step, rulesets: Mapping[str, Ruleset]) -> Step:
 
 def compile_program(program: Program) -> CompiledRules:
     """Compile a complete resolved program (see ``check.resolve_library``)."""
-    return assemble(program, [compile_rule(r, program.commutative) for r in program.rules])
+    return assemble(program, [compile_rule(r, program.commutative, program.registry)
+                              for r in program.rules])
 
 
 def assemble(program: Program, rules: Iterable[CompiledRule]) -> CompiledRules:

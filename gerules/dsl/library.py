@@ -49,7 +49,7 @@ def build_library(lib: RuleLibrary, registry: Registry | None = None, *,
         return Built(program, None, errors)
     compiled: list[CompiledRule] = []
     for rule in program.rules:
-        done = compile_rule(rule, program.commutative)
+        done = compile_rule(rule, program.commutative, program.registry)
         if soundness and not (trust_shipped and rule.span.file in lib.shipped):
             errors += check_soundness(rule, done.rewrites, program.registry)
         compiled.append(done)

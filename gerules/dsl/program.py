@@ -27,6 +27,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..ir.composite import CompositeOp
 from ..ir.registry import AttrSpec, OpSchema, Registry
 from . import ast
 from .contract import Contract
@@ -255,6 +256,7 @@ class Program:
     sources: Mapping[str, str] = field(default_factory=dict)
     replaced: tuple[Replacement, ...] = ()
     warnings: tuple[Any, ...] = ()  # RuleErrors that do not stop the library (unused rulesets)
+    ops: tuple[CompositeOp, ...] = ()  # the ops the library defines (``registry`` has them)
 
     def rule(self, name: str) -> ResolvedRule:
         for r in self.rules:

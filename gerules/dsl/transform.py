@@ -183,6 +183,24 @@ class ToAst(Transformer_NonRecursive):  # type: ignore[type-arg]
             return ast.OpFor(var, str(rest[0]), (), self.span(meta))
         return ast.OpFor(var, None, tuple(ast.OpRef(*r) for r in rest), self.span(meta))
 
+    def opdef(self, meta: Any, c: list[Any]) -> ast.OpDef:
+        (domain, op, op_span), params, attrs, body = c
+        text = self.source[meta.start_pos:meta.end_pos]
+        return self.nested(ast.OpDef(ast.OpRef(domain, op, op_span), tuple(params or ()),
+                                     tuple(attrs or ()), body, self.span(meta), text), body)
+
+    def params(self, meta: Any, c: list[Any]) -> list[Any]:
+        return c
+
+    def param(self, meta: Any, c: list[Any]) -> ast.Param:
+        return ast.Param(str(c[0]), c[1] is not None, self.span(meta))
+
+    def attr_decls(self, meta: Any, c: list[Any]) -> list[Any]:
+        return [x for x in c if x is not None]
+
+    def attr_decl(self, meta: Any, c: list[Any]) -> ast.AttrDecl:
+        return ast.AttrDecl(str(c[0]), str(c[1]), c[2], self.span(meta))
+
     def op_value(self, meta: Any, c: list[Any]) -> ast.OpRef:
         domain, op, _ = c[0]
         return ast.OpRef(domain, op, self.span(meta))

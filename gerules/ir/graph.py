@@ -9,6 +9,8 @@ Invariants (checked by ``gerules.ir.verify.verify``):
 - Initializers are read-only NumPy arrays; ``content_key`` addresses them by content so
   identical weights can be stored once.
 - Domain ``""`` is ai.onnx; fused NPU ops live in domain ``"ge"``.
+- ``functions`` holds the composite ops (``ir.composite``) the nodes use, with what they use,
+  so a graph (and the ``.om`` or ONNX file written from it) runs without the rule files.
 """
 
 from __future__ import annotations
@@ -18,12 +20,15 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .attrs import EMPTY, Attrs
 from .dtypes import DType
+
+if TYPE_CHECKING:
+    from .composite import CompositeOp
 
 Dim = int | str
 Shape = tuple[Dim, ...]
@@ -139,6 +144,7 @@ class Graph:
     name: str = "graph"
     opset: Mapping[str, int] = field(default_factory=lambda: {"": 17})
     metadata: Mapping[str, str] = field(default_factory=dict)
+    functions: tuple[CompositeOp, ...] = ()  # ops defined by a body (ir.composite), used here
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(self.nodes))
@@ -149,6 +155,7 @@ class Graph:
         object.__setattr__(self, "value_info", _frozen_map(self.value_info))
         object.__setattr__(self, "opset", _frozen_map(self.opset))
         object.__setattr__(self, "metadata", _frozen_map(self.metadata))
+        object.__setattr__(self, "functions", tuple(self.functions))
 
     def replace(self, **changes: Any) -> Graph:
         return dataclasses.replace(self, **changes)
@@ -187,6 +194,10 @@ class Graph:
             arr = self.initializers[name]
             return TensorType(arr.dtype.name, tuple(int(d) for d in arr.shape))
         return None
+
+    def function(self, domain: str, op: str) -> CompositeOp | None:
+        """The composite op ``domain.op`` this graph carries, if any."""
+        return next((f for f in self.functions if f.domain == domain and f.name == op), None)
 
     def op_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}

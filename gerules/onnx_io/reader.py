@@ -29,8 +29,10 @@ import onnx
 from ..errors import GeError, ModelError
 from ..ir import dtypes
 from ..ir.attrs import Attrs
+from ..ir.composite import AttrRef
 from ..ir.graph import Dim, Graph, Node, Value
-from ..ir.registry import MAX_OPSET
+from ..ir.registry import MAX_OPSET, default_registry
+from .functions import read_functions
 from .tensors import ExternalReader, check_dims, tensor_to_array
 
 log = logging.getLogger(__name__)
@@ -79,9 +81,12 @@ def model_to_graph(model: onnx.ModelProto, *, max_bytes: int,
     inputs = [_value(vi, reader) for vi in g.input]
     if model.ir_version < 4:
         inputs = [v for v in inputs if v.name not in initializers]
-    functions = {text(f.name, "function name") for f in model.functions}
-    nodes = _nodes(g.node, opset, functions, reader)
+    functions = read_functions(
+        model, opset, lambda proto, name, refs: _node(proto, name, opset, set(), reader, refs),
+        lambda a: _attr(a, {}, reader)[1], default_registry())
+    nodes = _nodes(g.node, opset, {(f.domain, f.name) for f in functions}, reader)
     return Graph(
+        functions=functions,
         nodes=tuple(nodes),
         inputs=tuple(inputs),
         outputs=tuple(_value(vi, reader) for vi in g.output),
@@ -190,8 +195,8 @@ def _dim(d: onnx.TensorShapeProto.Dimension, tensor: str, axis: int, reader: _Re
     return fresh
 
 
-def _nodes(protos: Sequence[onnx.NodeProto], opset: dict[str, int], functions: set[str],
-           reader: _Reader) -> list[Node]:
+def _nodes(protos: Sequence[onnx.NodeProto], opset: dict[str, int],
+           functions: set[tuple[str, str]], reader: _Reader) -> list[Node]:
     explicit = [text(n.name, "node name") for n in protos]
     taken = {name for name in explicit if name}
     first: dict[str, int] = {}
@@ -216,28 +221,33 @@ def _generated_name(op: str, index: int, taken: set[str]) -> str:
     return name
 
 
-def _node(proto: onnx.NodeProto, name: str, opset: dict[str, int], functions: set[str],
-          reader: _Reader) -> Node:
+def _node(proto: onnx.NodeProto, name: str, opset: dict[str, int],
+          functions: set[tuple[str, str]], reader: _Reader, refs: bool = False) -> Node:
+    """One node; ``functions`` are the model's own (domain, op) pairs; ``refs`` allows
+    references to the attributes of the function the node is in."""
     op = text(proto.op_type, "op type", node=name)
     raw_domain = text(proto.domain, "domain", node=name, op=op)
     place = {"node": name, "op": f"{raw_domain}.{op}" if raw_domain else op}
-    if op in functions:
-        raise ModelError("calls a model-local function (functions are not supported)", **place)
-    domain = domain_of(raw_domain, **place)
-    if domain not in opset:
-        raise ModelError(f"uses domain '{raw_domain or 'ai.onnx'}', which the model does not "
-                         "import in opset_import", **place)
+    if (raw_domain, op) in functions or refs and raw_domain not in DOMAIN_ALIASES:
+        domain = raw_domain  # a model-local function (its body is checked where it is read)
+    else:
+        domain = domain_of(raw_domain, **place)
+        if domain not in opset and not refs:
+            raise ModelError(f"uses domain '{raw_domain or 'ai.onnx'}', which the model does "
+                             "not import in opset_import", **place)
     inputs = tuple(text(i, "input name", **place) for i in proto.input)
     outputs = tuple(text(o, "output name", **place) for o in proto.output)
-    attrs = dict(_attr(a, place, reader) for a in proto.attribute)
+    attrs = dict(_attr(a, place, reader, refs) for a in proto.attribute)
     if len(attrs) != len(proto.attribute):
         raise ModelError("an attribute appears twice", **place)
     return Node(op, inputs, outputs, Attrs(attrs), name=name, domain=domain)
 
 
-def _attr(a: onnx.AttributeProto, place: dict[str, str], reader: _Reader
+def _attr(a: onnx.AttributeProto, place: dict[str, str], reader: _Reader, refs: bool = False
           ) -> tuple[str, object]:
     name = text(a.name, "attribute name", **place)
+    if a.ref_attr_name and refs:
+        return name, AttrRef(text(a.ref_attr_name, "attribute reference", **place))
     if a.ref_attr_name:
         raise ModelError(f"attribute '{name}' refers to a function attribute", **place)
     try:

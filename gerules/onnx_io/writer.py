@@ -7,6 +7,8 @@ Invariants:
   as a float); attributes of ops the registry does not know are typed by their Python values.
 - ``opset_import`` holds the graph's opsets plus ``ge`` whenever a ``ge`` op is present;
   ``ir_version`` is the smallest one those opsets need.
+- Composite ops the graph carries are written as model-local functions (``functions``), so
+  onnxruntime runs them.
 - A graph input with an initializer is written as both (an input with a default).
 - ``save_model`` writes through ``gerules.fileio.atomic_write``: the target is complete or
   untouched. Above ``EXTERNAL_THRESHOLD`` bytes of weights (protobuf cannot hold 2 GiB) or when
@@ -32,17 +34,14 @@ from ..fileio import atomic_write, check_output_path
 from ..ir import dtypes
 from ..ir.attrs import AttrValue
 from ..ir.graph import Graph, Node, Value
+from ..ir.infer import schema_for
 from ..ir.registry import MAX_OPSET, AttrKind, Registry, default_registry
+from .functions import KIND_TYPES, function_protos
 from .tensors import array_to_tensor
 
 EXTERNAL_THRESHOLD = 1800 << 20  # weights above this go to external data (protobuf: < 2 GiB)
 EXTERNAL_MIN_TENSOR = 1024
 ALIGNMENT = 64
-_A = onnx.AttributeProto
-_KIND_TYPES: dict[str, int] = {
-    "int": _A.INT, "float": _A.FLOAT, "string": _A.STRING, "ints": _A.INTS,
-    "floats": _A.FLOATS, "strings": _A.STRINGS, "tensor": _A.TENSOR,
-}
 
 
 def to_model_proto(graph: Graph, registry: Registry | None = None) -> onnx.ModelProto:
@@ -50,7 +49,7 @@ def to_model_proto(graph: Graph, registry: Registry | None = None) -> onnx.Model
     registry = registry or default_registry()
     opset = _opset(graph)
     g = helper.make_graph(
-        nodes=[_node(n, registry, opset) for n in graph.nodes],
+        nodes=[_node(n, graph, registry) for n in graph.nodes],
         name=graph.name,
         inputs=[_value_info(v) for v in graph.inputs],
         outputs=[_value_info(v) for v in graph.outputs],
@@ -58,8 +57,9 @@ def to_model_proto(graph: Graph, registry: Registry | None = None) -> onnx.Model
         value_info=[_value_info(v) for v in _intermediates(graph)],
     )
     imports = [helper.make_opsetid(d, v) for d, v in sorted(opset.items())]
+    functions = function_protos(graph.functions, registry, opset.get("", 17), _attribute)
     model = helper.make_model(g, opset_imports=imports, producer_name="gerules",
-                              producer_version=_version())
+                              producer_version=_version(), functions=functions)
     model.ir_version = helper.find_min_ir_version_for(imports, ignore_unknown=True)
     if graph.metadata.get("onnx.domain"):
         model.domain = graph.metadata["onnx.domain"]
@@ -76,8 +76,10 @@ def _version() -> str:
 
 def _opset(graph: Graph) -> dict[str, int]:
     opset = dict(graph.opset)
-    for node in graph.nodes:
+    for node in (*graph.nodes, *(n for f in graph.functions for n in f.nodes)):
         opset.setdefault(node.domain, MAX_OPSET.get(node.domain, 1))
+    for f in graph.functions:
+        opset.setdefault(f.domain, 1)
     return opset
 
 
@@ -97,17 +99,17 @@ def _value_info(v: Value) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(v.name, dtypes.to_onnx(v.dtype), shape)
 
 
-def _node(node: Node, registry: Registry, opset: Mapping[str, int]) -> onnx.NodeProto:
-    kinds = _attr_kinds(node, registry, opset)
+def _node(node: Node, graph: Graph, registry: Registry) -> onnx.NodeProto:
+    kinds = _attr_kinds(node, graph, registry)
     proto = helper.make_node(node.op, list(node.inputs), list(node.outputs), name=node.name,
                              domain=node.domain or None)
     proto.attribute.extend(_attribute(k, v, kinds.get(k)) for k, v in node.attrs.items())
     return proto
 
 
-def _attr_kinds(node: Node, registry: Registry, opset: Mapping[str, int]) -> dict[str, str]:
+def _attr_kinds(node: Node, graph: Graph, registry: Registry) -> dict[str, str]:
     try:
-        schema = registry.get(node.op, node.domain, opset.get(node.domain))
+        schema = schema_for(node, graph, registry)
     except GeError:
         return {}
     return {name: spec.kind for name, spec in schema.attrs.items()}
@@ -121,7 +123,7 @@ def _attribute(name: str, value: AttrValue, kind: str | None) -> onnx.AttributeP
         value = float(value)  # type: ignore[arg-type]
     elif kind == "floats":
         value = tuple(float(v) for v in value)  # type: ignore[union-attr]
-    return helper.make_attribute(name, value, attr_type=_KIND_TYPES[kind])
+    return helper.make_attribute(name, value, attr_type=KIND_TYPES[kind])
 
 
 def _guess_kind(value: AttrValue) -> AttrKind:

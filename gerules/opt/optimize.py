@@ -35,6 +35,7 @@ from ..dsl.library import Built, load_library, user_paths
 from ..engine import Extraction, Limits, Repeat, Report, Ruleset, Runner, Saturate, Seq, extract
 from ..engine.schedule import Step
 from ..errors import UsageError
+from ..ir.composite import with_functions
 from ..ir.graph import Graph
 from ..ir.registry import Registry, default_registry, suggest
 from ..ir.verify import verify
@@ -214,7 +215,8 @@ def _saturate_and_extract(graph: Graph, options: OptimizeOptions, registry: Regi
     phases["rules"] = time.perf_counter() - clock
     clock = time.perf_counter()
     fold = "fold" not in disabled
-    ctx = TermContext(registry, graph.opset, {v.name: v.type for v in graph.inputs}, fold=fold)
+    ctx = TermContext(with_functions(library.registry, graph), graph.opset,
+                      {v.name: v.type for v in graph.inputs}, fold=fold)
     low = lower(graph, ctx)
     phases["lower"] = time.perf_counter() - clock
     level = LEVEL_SETTINGS[options.opt_level]

@@ -43,7 +43,7 @@ from ..dsl.trial import apply_rewrite
 from ..engine import Rewrite
 from ..errors import GeError
 from ..ir.graph import Graph
-from ..ir.registry import Registry, default_registry
+from ..ir.registry import Registry
 from ..runtime.executor import Executor
 from ..testing.equivalence import Mismatch, compare
 from .report import counterexample_text
@@ -109,7 +109,7 @@ def verify_rule(rule: CompiledRule, settings: Settings = Settings(),
     """Verify every rewrite of ``rule``; the first failing direction decides. A rule over an
     op class or with opset variants shares ``settings.examples`` among its variants (at
     least ``MIN_EXAMPLES`` each), so one rule costs about as much as one rule."""
-    registry = registry or default_registry()
+    registry = registry or rule.registry
     start = time.perf_counter()
     result = RuleResult(rule.name, f"{rule.span.file}:{rule.span.line}", rule.contract)
     variants = len({d.name.split("/")[0] for d in rule.directions})

@@ -19,11 +19,13 @@ from gerules.runtime.executor import run_graph
 
 SIGMOID_RELU = '''include "gerules:ops.ger"
 
+op my.SigmoidRelu(x) = Sigmoid(Relu(x))
+
 ruleset my_fusions
 
 @exact
 rule fuse_sigmoid_relu:         # sigmoid(relu(x)) as one elementwise kernel
-    Sigmoid(Relu(x))  =>  ge.Elementwise(x) {expr = "(Sigmoid (Relu x0))"}
+    Sigmoid(Relu(x))  =>  my.SigmoidRelu(x)
 
 schedule O2 += my_fusions
 '''
@@ -95,7 +97,7 @@ def test_environment_path_and_atc_form_and_api(model: Path, mine: Path, tmp_path
     code, text, _ = _run(capsys, "rules", "list")
     row = next(line for line in text.splitlines() if "fuse_sigmoid_relu" in line)
     assert code == 0 and row.split() == ["my_fusions", "fuse_sigmoid_relu", "=>", "@exact",
-                                         f"{mine / 'fusions.ger'}:5"]
+                                         f"{mine / 'fusions.ger'}:7"]
     import gerules as ge
 
     monkeypatch.delenv("GERULES_RULES_PATH")
@@ -106,17 +108,18 @@ def test_environment_path_and_atc_form_and_api(model: Path, mine: Path, tmp_path
 def test_extend_ruleset_and_replace_are_explicit(model: Path, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     rules = tmp_path / "r.ger"
-    rules.write_text('extend ruleset fuse_elementwise\n\n@replace\nrule fuse_silu:\n'
-                     '    Mul(x, Sigmoid(x))  =>  ge.Elementwise(x) {expr = '
-                     '"(Mul (Sigmoid x0) x0)"}\n')
+    rules.write_text('op my.Swish(x) = Mul(Sigmoid(x), x)\nextend ruleset fuse_elementwise\n\n'
+                     '@replace\nrule fuse_silu:\n    Mul(x, Sigmoid(x))  =>  my.Swish(x)\n')
     code, text, err = _run(capsys, "rules", "list", "--rules", str(rules))
     assert code == 0 and "fuse_elementwise  fuse_silu (replaces)" in text
-    assert err.startswith(f"note: rule fuse_silu at {rules}:4:6 replaces the one at "
+    assert err.startswith(f"note: rule fuse_silu at {rules}:5:6 replaces the one at "
                           "rules/elementwise.ger:")
     code, text, _ = _run(capsys, "optimize", str(model), "-o", str(tmp_path / "o.onnx"),
                          "--target", "npu", "--rules", str(rules))
     assert code == 0 and "warning: rule fuse_silu at" in text
-    assert "(Mul (Sigmoid x0) x0)" in str(onnx.load(tmp_path / "o.onnx"))
+    written = onnx.load(tmp_path / "o.onnx")
+    assert "Swish" in {f.name for f in written.functions}
+    assert "SiLU" not in {f.name for f in written.functions}
 
 
 @pytest.mark.parametrize(("text", "message"), [

@@ -32,7 +32,7 @@ CHEAP_OPS = """Softplus Selu Elu Floor Ceil Round Sign Sin Cos Or Xor LessOrEqua
 ReduceMin ReduceProd ReduceL2 Mod IsNaN IsInf NonZero ScatterND GatherND DepthToSpace
 SpaceToDepth InstanceNormalization PRelu GlobalMaxPool Hardmax OneHot Sum Mean BitShift
 MatMulInteger""".split()
-GE_OPS = ["FusedConv", "FusedMatMul", "Attention", "AddLayerNorm", "Elementwise", "Gelu"]
+GE_OPS = ["FusedConv", "FusedMatMul", "Attention", "Gelu"]  # with kernels of their own
 
 CUBE = {"Conv", "ConvTranspose", "MatMul", "Gemm", "Einsum", "MatMulInteger", "FusedConv",
         "FusedMatMul", "Attention"}

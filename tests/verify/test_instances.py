@@ -46,7 +46,7 @@ def test_broadcast_variants_broadcast_and_reshape_targets_keep_the_count() -> No
 def test_instances_of_every_shipped_rule_verify_and_replay() -> None:
     """Every shipped rule's left side gets instances; the same seed rebuilds the same graph."""
     for compiled in load_compiled().rules:
-        builder = InstanceBuilder(compiled.directions[0])
+        builder = InstanceBuilder(compiled.directions[0], compiled.registry)
         graphs = [builder.build(Draw(np.random.default_rng(s))) for s in range(12)]
         built = [g for g in graphs if g is not None]
         assert built, compiled.name

@@ -12,7 +12,8 @@ The shape soundness check and the verifier both draw their instances here.
 
 Invariants:
 - An instance is a function of the ``Draw`` (seeded): replaying a seed rebuilds it.
-- The graph passes ``verify``; its outputs are the pattern's roots in order, ``%out`` for a
+- The graph passes ``verify`` and carries the composite ops it uses; its outputs are the
+  pattern's roots in order, ``%out`` for a
   single root (``Op(..)[k]`` takes output ``k``). Variables keep their names; wildcards and
   literals are named ``%<k>`` and node outputs ``%t<k>``: no rule variable can be spelled
   with ``%``.
@@ -33,6 +34,7 @@ import numpy as np
 
 from ...errors import GeError
 from ...ir.attrs import Attrs
+from ...ir.composite import with_uses
 from ...ir.graph import Graph, Node, TensorType, Value
 from ...ir.registry import MAX_OPSET, OpSchema, Registry, default_registry
 from ...ir.verify import verify
@@ -132,8 +134,10 @@ class InstanceBuilder:
                  for n in state.nodes]
         outputs = tuple(Value(names[r], state.operands[r].type)  # type: ignore[arg-type]
                         for r in roots)
+        bodies = [c.schema.body for c in self.order if c.schema.body is not None]
         graph = Graph(tuple(nodes), tuple(state.inputs), outputs, state.inits,
-                      name=self.direction.name, opset={"": self.opset, "ge": 1})
+                      name=self.direction.name, opset={"": self.opset, "ge": 1},
+                      functions=with_uses(bodies))
         if not verified:
             return Instance(graph, dict(state.samplers))
         try:

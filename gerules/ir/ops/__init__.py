@@ -14,7 +14,6 @@ def all_schemas() -> list[OpSchema]:
         constant,
         conv,
         elementwise,
-        expr,
         fused,
         gather,
         linalg,
@@ -29,6 +28,6 @@ def all_schemas() -> list[OpSchema]:
 
     schemas: list[OpSchema] = []
     for module in (elementwise, activation, softmax, conv, pool, norm, linalg, reduce, shape,
-                   constant, movement, gather, resize, fused, expr):
+                   constant, movement, gather, resize, fused):
         schemas.extend(module.SCHEMAS)
     return schemas

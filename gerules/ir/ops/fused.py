@@ -2,7 +2,7 @@
 
 Invariants:
 - Each fused op computes exactly what its unfused ai.onnx graph computes: the kernels call
-  the same functions (``conv``, ``matmul``, ``layer_norm``, ``softmax``, ``ACTIVATIONS``),
+  the same functions (``conv``, ``matmul``, ``softmax``, ``ACTIVATIONS``),
   so a fusion is exact up to float rounding of the order of operations.
 - ``activation`` is one of ``ACTIVATIONS`` ("" for none); ``alpha``/``beta`` are the
   LeakyRelu slope or HardSigmoid's alpha and beta, ``clip_min``/``clip_max`` Clip's bounds
@@ -12,8 +12,8 @@ Invariants:
 - Attention: ``softmax(Q @ Kt * scale + Mask) @ V`` computed in float32 (float64 inputs in
   float64, so the fusion stays exact for them too) with the maximum subtracted; ``Kt`` is the
   already transposed key ``[..., D, Sk]``; ``scale`` defaults to ``1 / sqrt(D)``.
-- AddLayerNorm: ``S = X + R``, ``Y = LayerNormalization(S)``; the optional second output is
-  ``S`` itself (for the next residual).
+- Fused ops that are plain compositions of ai.onnx ops (ge.AddLayerNorm, the elementwise
+  chains) are defined by their bodies in the shipped rule library (``ir.composite``), not here.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from ._common import (
     at,
     attr,
     broadcast,
-    fattr,
     fmt,
     iattr,
     need,
@@ -45,7 +44,6 @@ from ._common import (
 from .activation import ACTIVATION_FLOPS, activate, check_activation, gelu
 from .conv import CONV_ATTRS, conv, conv_flops, conv_infer
 from .linalg import blas_ready, matmul_shape
-from .norm import layer_norm
 
 ACT_ATTRS = [
     attr("activation", "string", ""),
@@ -179,24 +177,6 @@ def _attn_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
     return rows * sk * (2 * d + 2 * dv + 6)
 
 
-# ----------------------------------------------------------------------------- AddLayerNorm
-
-
-def _aln_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
-    x, r = need(at(types, 0), "ge.AddLayerNorm", "X"), need(at(types, 1), "ge.AddLayerNorm", "R")
-    need(at(types, 2), "ge.AddLayerNorm", "Scale")
-    s = TensorType(same_dtype([x, r], "ge.AddLayerNorm"), broadcast(x.shape, r.shape))
-    return [s, s][: max(1, call.num_outputs)]
-
-
-def _aln_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
-    x, r, scale = (need(at(inputs, i), "ge.AddLayerNorm") for i in range(3))
-    s = x + r
-    y, _, _ = layer_norm(s, scale, at(inputs, 3), iattr(call, "axis", -1),
-                         fattr(call, "epsilon", 1e-5))
-    return [y, s][: max(1, call.num_outputs)]
-
-
 # ----------------------------------------------------------------------------- Gelu
 
 
@@ -221,10 +201,6 @@ SCHEMAS = [
     schema("Attention", 1, "Q Kt V Mask?", "Y", _attn_infer, _attn_kernel, domain="ge",
            attrs=[attr("scale", "float")], unit="cube", flops=_attn_flops,
            doc="Y = softmax(Q @ Kt * scale + Mask) @ V (Kt already transposed)"),
-    schema("AddLayerNorm", 1, "X R Scale B?", "Y S?", _aln_infer, _aln_kernel, domain="ge",
-           attrs=[attr("axis", "int", -1), attr("epsilon", "float", 1e-5)],
-           traits={INPLACE}, flops=lambda ins, outs, call: 9 * numel_of(outs[0]),
-           doc="Y = LayerNormalization(X + R); optional second output S = X + R"),
     schema("Gelu", 1, "X", "Y", _gelu_infer, _gelu_kernel, domain="ge",
            attrs=[attr("approximate", "string", "none")], traits={ELEMENTWISE, INPLACE},
            flops=lambda ins, outs, call: 8 * numel_of(outs[0]),

@@ -8,7 +8,7 @@ Invariants:
 - LayerNormalization normalises over ``shape[axis:]``; its statistics are computed in
   float32 when ``stash_type=1`` (the default) and in the input type otherwise; ``Mean`` and
   ``InvStdDev`` have shape ``shape[:axis] + [1] * (rank - axis)``.
-- ``layer_norm`` is shared with ``ge.AddLayerNorm`` so fused and unfused graphs agree.
+- ``layer_norm`` is the one LayerNormalization computation (the op, and ge.AddLayerNorm's body).
 """
 
 from __future__ import annotations
