@@ -15,7 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,9 +41,11 @@ from .evaluate import Env, evaluate
 from .values import EvalError, Tensor
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Prepared:
-    """One right-side node: ``kind`` is ``class``, ``const``, ``absent`` or ``op``."""
+    """One right-side node: ``kind`` is ``class``, ``const``, ``absent``, ``op`` or ``proj``
+    (output ``value`` of the node in ``children``). A node built by a ``let`` is one object
+    wherever it is used, and emitted once."""
 
     kind: str
     value: Any = None  # class id, array, or qualified op name
@@ -60,23 +62,36 @@ Lookup = Callable[[str], Any]
 
 
 class Builder:
-    """Prepares and emits one right side (a resolved term)."""
+    """Prepares and emits the right sides of one direction (one per root) and the nodes its
+    ``let`` clauses build."""
 
-    def __init__(self, rhs: program.Term) -> None:
+    def __init__(self, rhs: tuple[program.Term, ...],
+                 lets: tuple[program.NodeLet, ...] = ()) -> None:
         self.rhs = rhs
+        self.lets = lets
 
-    def prepare(self, egraph: EGraph, root: int, env: Env, classes: Lookup) -> Prepared:
-        like = _dtype(class_type(egraph, root))
-        return self.node(self.rhs, egraph, env, classes, like)
+    def prepare(self, egraph: EGraph, roots: Sequence[int], env: Env, classes: Lookup
+                ) -> tuple[Prepared, ...]:
+        """One prepared right side per root; a computed root takes its root's dtype."""
+        likes = [_dtype(class_type(egraph, r)) for r in roots]
+        built: dict[str, Prepared] = {}
+        for let in self.lets:
+            built[let.name] = self.op(let.op, egraph, env, classes, likes[0], built,
+                                      let.outputs)
+        return tuple(self.node(t, egraph, env, classes, like, built)
+                     for t, like in zip(self.rhs, likes, strict=True))
 
     def node(self, t: program.Term, egraph: EGraph, env: Env, classes: Lookup,
-             like: str | None) -> Prepared:
+             like: str | None, built: dict[str, Prepared]) -> Prepared:
         if isinstance(t, program.Var):
             return Prepared("class", classes(t.name))
+        if isinstance(t, program.Local):
+            base = built[t.name]
+            return base if t.output is None else Prepared("proj", t.output, children=(base,))
         if isinstance(t, program.Absent):
             return Prepared("absent")
         if isinstance(t, program.Op):
-            return self.op(t, egraph, env, classes, like)
+            return self.op(t, egraph, env, classes, like, built)
         try:
             if isinstance(t, program.Const):
                 return Prepared("const", input_constant(t.value, like))
@@ -87,9 +102,10 @@ class Builder:
         raise PrepareError("'_' has no value on a right side")
 
     def op(self, call: program.Op, egraph: EGraph, env: Env, classes: Lookup,
-           outer: str | None) -> Prepared:
+           outer: str | None, built: dict[str, Prepared], outputs: int = 0) -> Prepared:
         """A new node; computed inputs take the first tensor input's dtype, else ``outer``
-        (the dtype expected where this node is used: the matched root's at the top)."""
+        (the dtype expected where this node is used: the matched root's at the top);
+        ``outputs`` > 0 makes it a node whose outputs are taken by index."""
         ctx = context_of(egraph)
         try:
             schema = ctx.schema(call.qualified)
@@ -98,18 +114,18 @@ class Builder:
         # A port with one element type (int64 shapes and axes) decides its operand's dtype.
         fixed = [_port_dtype(schema, k) for k in range(len(call.args))]
         done: dict[int, Prepared] = {
-            k: self.node(a, egraph, env, classes, fixed[k] or outer)
+            k: self.node(a, egraph, env, classes, fixed[k] or outer, built)
             for k, a in enumerate(call.args) if isinstance(a, _TENSORS)}
         like = next((d for k, p in done.items()
                      if not fixed[k] and (d := _prepared_dtype(egraph, p))), outer)
         children = tuple(done[k] if k in done else self.node(a, egraph, env, classes,
-                                                             fixed[k] or like)
+                                                             fixed[k] or like, built)
                          for k, a in enumerate(call.args))
         try:
             attrs = self.attrs(call, schema, env)
             children += self.ports(call, schema, attrs)
-            if call.output is not None:
-                attrs[OUTPUTS_ATTR] = schema.max_outputs or call.output + 1
+            if call.output is not None or outputs:
+                attrs[OUTPUTS_ATTR] = schema.max_outputs or max(outputs, (call.output or 0) + 1)
             resolved = ctx.op_attrs(call.qualified, attrs)
         except (GeError, EvalError) as err:
             raise PrepareError(f"{call.qualified}: {err}") from None
@@ -151,7 +167,7 @@ class Builder:
         return tuple(out)
 
 
-_TENSORS = (program.Op, program.Var, program.Absent)
+_TENSORS = (program.Op, program.Var, program.Absent, program.Local)
 
 
 def attr_of(item: program.Attr, env: Env) -> Any:
@@ -188,23 +204,38 @@ def _port_dtype(schema: Any, index: int) -> str | None:
     return ports[-1].dtype if ports and ports[-1].variadic else None
 
 
-def emit(egraph: EGraph, p: Prepared) -> int:
-    """Add the prepared right side; returns its class."""
+def emit(egraph: EGraph, p: Prepared, memo: dict[int, int] | None = None) -> int:
+    """Add the prepared right side; returns its class. ``memo`` (per application) emits a
+    node that several right sides share once."""
+    memo = {} if memo is None else memo
+    found = memo.get(id(p))
+    if found is not None:
+        return found
     if p.kind == "class":
-        return int(p.value)
-    if p.kind == "const":
-        return int(add_const(egraph, np.asarray(p.value)))
-    if p.kind == "absent":
-        return int(egraph.add(ENode(ABSENT, (), ())))
-    children = tuple(emit(egraph, c) for c in p.children)
+        cid = int(p.value)
+    elif p.kind == "const":
+        cid = int(add_const(egraph, np.asarray(p.value)))
+    elif p.kind == "absent":
+        cid = int(egraph.add(ENode(ABSENT, (), ())))
+    elif p.kind == "proj":
+        cid = int(egraph.add(ENode(PROJ, (("index", p.value),), (emit(egraph, p.children[0],
+                                                                         memo),))))
+    else:
+        cid = _emit_op(egraph, p, memo)
+    memo[id(p)] = cid
+    return cid
+
+
+def _emit_op(egraph: EGraph, p: Prepared, memo: dict[int, int]) -> int:
+    children = tuple(emit(egraph, c, memo) for c in p.children)
     cid = int(egraph.add(ENode(p.value, p.attrs, children)))
-    if p.output is None:
+    count = dict(p.attrs).get(OUTPUTS_ATTR)
+    if count is None:
         return cid
     # Every output of a new tuple node gets its projection, so rules rooted at another
     # output (``ge.AddLayerNorm(...)[1] => Add(x, r)``) can find it.
-    count = int(dict(p.attrs).get(OUTPUTS_ATTR, p.output + 1))
-    projs = [int(egraph.add(ENode(PROJ, (("index", k),), (cid,)))) for k in range(count)]
-    return projs[p.output]
+    projs = [int(egraph.add(ENode(PROJ, (("index", k),), (cid,)))) for k in range(int(count))]
+    return cid if p.output is None else projs[p.output]
 
 
 def tensor_of(egraph: EGraph, name: str, cid: int) -> Tensor:

@@ -33,6 +33,7 @@ from ..engine import (
     WILDCARD,
     AttrVar,
     EGraph,
+    MultiPattern,
     Pattern,
     PatternNode,
     POp,
@@ -227,8 +228,9 @@ class Prepare:
 
     def __call__(self, egraph: EGraph, root: int, subst: Subst) -> Subst | Reject:
         env = MatchEnv(egraph, subst, self.tensors)
+        roots = [int(subst.match[r]) for r in subst.layout.roots]
         try:
-            prepared = self.builder.prepare(egraph, root, env, lambda n: int(subst[n]))
+            prepared = self.builder.prepare(egraph, roots, env, lambda n: int(subst[n]))
         except PrepareError as e:
             return Reject(f"right side: {e}")
         except Exception as e:  # noqa: BLE001
@@ -243,7 +245,8 @@ def unexpected(what: str, error: Exception) -> Reject:
 
 
 def _emit(egraph: EGraph, root: int, subst: Subst) -> tuple[int, ...]:
-    return (emit(egraph, subst[RHS]),)
+    memo: dict[int, int] = {}
+    return tuple(emit(egraph, p, memo) for p in subst[RHS])
 
 
 # ---------------------------------------------------------------- patterns
@@ -299,16 +302,59 @@ class _PatternBuilder:
 def compile_direction(direction: Direction, commutative: frozenset[str]) -> Rewrite:
     """One direction of a resolved rule as an engine rewrite."""
     builder = _PatternBuilder()
-    (root,) = direction.roots
-    pattern = Pattern(builder.node(root), commutative)
+    nodes = [builder.node(r) for r in direction.roots]
+    pattern: Pattern | MultiPattern = Pattern(nodes[0], commutative) if len(nodes) == 1 else \
+        MultiPattern(nodes, commutative, ordered=symmetric(direction.roots))
     tensors = frozenset(pattern.layout.classes)
     conditions: list[Any] = list(builder.checks)
     for clause in direction.clauses:
         conditions.append(Where(clause, tensors) if isinstance(clause, program.Where)
                           else LetValue(clause, tensors))
-    (rhs,) = direction.rhs
-    conditions.append(Prepare(Builder(rhs), tensors))
+    conditions.append(Prepare(Builder(direction.rhs, direction.lets), tensors))
     return Rewrite(direction.name, pattern, _emit, conditions=conditions, incremental=True)
+
+
+def symmetric(roots: tuple[program.Op, ...]) -> bool:
+    """True when the roots are one pattern up to the names they do not share (horizontal
+    fusion's ``MatMul(x, wq), MatMul(x, wk)``): every order of a set of roots would match,
+    so each set is matched once (the guards must then treat the roots alike)."""
+    counts: dict[str, int] = {}
+    for root in roots:
+        for name in set(_names(root)):
+            counts[name] = counts.get(name, 0) + 1
+    shared = {n for n, c in counts.items() if c > 1}
+    shapes = {_shape(root, shared, {}) for root in roots}
+    return len(shapes) == 1
+
+
+def _names(t: Term) -> Iterable[str]:
+    if isinstance(t, program.Var | program.PortVar):
+        yield t.name
+    elif isinstance(t, program.Op):
+        if t.binder:
+            yield t.binder
+        for a in t.attr_items():
+            if a.kind == "var":
+                yield a.value
+        for arg in t.args:
+            yield from _names(arg)
+
+
+def _shape(t: Term, shared: set[str], renamed: dict[str, str]) -> Any:
+    """``t`` with the names not in ``shared`` renamed in order of first use."""
+    def name(n: str) -> str:
+        return n if n in shared else renamed.setdefault(n, f"#{len(renamed)}")
+
+    if isinstance(t, program.Var | program.PortVar):
+        return ("var", name(t.name))
+    if isinstance(t, program.Const):
+        return ("const", repr(t.value))
+    if isinstance(t, program.Op):
+        attrs = tuple((a.name, a.kind, name(a.value) if a.kind == "var" else repr(a.value))
+                      for a in t.attr_items())
+        return (t.qualified, t.output, t.binder and name(t.binder), attrs,
+                tuple(_shape(a, shared, renamed) for a in t.args))
+    return (type(t).__name__,)
 
 
 def compile_rule(rule: ResolvedRule, commutative: frozenset[str], registry: Registry

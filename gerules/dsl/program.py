@@ -94,6 +94,16 @@ class PortVar:
         return f"#{self.attr}"
 
 
+@dataclass(frozen=True, slots=True)
+class Local:
+    """A node a right-side ``let`` built (``let m = Split(...)``): the node itself, or its
+    output ``output`` (``m[1]``)."""
+
+    name: str
+    output: int | None
+    span: ast.Span
+
+
 AttrKind = Literal["value", "var", "expr"]
 
 
@@ -149,7 +159,7 @@ class Op:
         return (a for a in self.attrs if isinstance(a, Attr))
 
 
-Term = Op | Var | Wild | Absent | Const | Computed | PortVar
+Term = Op | Var | Wild | Absent | Const | Computed | PortVar | Local
 
 
 # ---------------------------------------------------------------- clauses
@@ -177,6 +187,17 @@ class Let:
 Clause = Where | Let
 
 
+@dataclass(frozen=True, slots=True)
+class NodeLet:
+    """``let m = Op(...)``: a right-side node built once, used by ``Local``s (``outputs``:
+    how many outputs it has, when its outputs are taken by index; 0 when it is used whole)."""
+
+    name: str
+    op: Op
+    outputs: int
+    span: ast.Span
+
+
 # ---------------------------------------------------------------- rules
 
 
@@ -195,7 +216,8 @@ class Names:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Direction:
-    """One rewrite of a rule: left-side roots, clauses, one right side per root."""
+    """One rewrite of a rule: left-side roots (several for a multi-root rule, joined on the
+    variables they share), clauses, one right side per root."""
 
     name: str  # the rewrite's name: ``rule``, ``rule/rev``
     roots: tuple[Op, ...]
@@ -203,6 +225,7 @@ class Direction:
     rhs: tuple[Term, ...]
     names: Names
     ops: tuple[Op, ...]  # the pattern's ops, children and binders first (instances, checks)
+    lets: tuple[NodeLet, ...] = ()  # right-side nodes, built before the right sides
 
     @property
     def root(self) -> Op:

@@ -187,6 +187,8 @@ class Resolver:
         self.errors: list[RuleError] = []
         self.forms = forms or {}
         self.label = label
+        self.made: dict[str, ast.Let] = {}  # right-side node lets, by name
+        self.locals: dict[str, set[int | None]] = {}  # ... resolved so far, and their uses
         self.options: dict[int, list[Form]] = {}  # pattern op -> the forms it fits
         self._keys: dict[int, int] = {}  # pattern op -> its key (local to one side)
 
@@ -200,39 +202,107 @@ class Resolver:
 
     def directions(self) -> tuple[list[program.Direction], list[RuleError]]:
         lhs = self.rule.lhs
-        if not isinstance(lhs, ast.OpCall):
-            self.error(lhs.span, "the left side must be an op pattern such as Relu(x)")
+        roots = list(lhs.items) if isinstance(lhs, ast.TupleLit) else [lhs]
+        bad = [r for r in roots if not isinstance(r, ast.OpCall)]
+        if bad:
+            self.error(bad[0].span, "the left side must be an op pattern such as Relu(x)")
             return [], self.errors
-        left, ops = self.side(lhs, self.scope)
+        left, ops = self.side(roots, self.scope)  # type: ignore[arg-type]
+        self.joined(roots)  # type: ignore[arg-type]
         if self.rule.bidirectional:
-            back = self.check_reverse()
-        clauses = [self.clause(c) for c in self.rule.clauses]
+            back = self.check_reverse(len(roots))
+        made = [c for c in self.rule.clauses if isinstance(c, ast.Let) and _builds(c.expr)]
+        self.made = {c.name: c for c in made}
+        clauses = [self.clause(c) for c in self.rule.clauses if c not in made]
         if not self.rule.bidirectional:
-            right = self.rhs(self.rule.rhs, top=True)
+            lets = [self.node_let(c) for c in made]
+            right = self.right_sides(len(roots))
+            built = self.finish(lets)
         if self.errors or left is None:
             return [], self.errors
         where = tuple(c for c in clauses if c is not None)
         name = self.rule.name + self.label
         if not self.rule.bidirectional:
-            return [program.Direction(name, (left,), where, (right,), self.scope.names(),
-                                      ops)], []
+            return [program.Direction(name, left, where, right, self.scope.names(), ops,
+                                      built)], []
         back_op, back_ops, back_scope = back
-        return [program.Direction(name, (left,), where, (back_op,), self.scope.names(), ops),
-                program.Direction(f"{name}/rev", (back_op,), where, (left,),
+        return [program.Direction(name, left, where, (back_op,), self.scope.names(), ops),
+                program.Direction(f"{name}/rev", (back_op,), where, left,
                                   back_scope.names(), back_ops)], []
 
-    def side(self, root: ast.OpCall, scope: Scope
-             ) -> tuple[program.Op | None, tuple[program.Op, ...]]:
-        """A pattern and its ops in dependency order (keys follow that order)."""
-        binders = {e.binder for e in walk(root) if isinstance(e, ast.OpCall) and e.binder}
-        order = pattern_order([root], binders)
+    def side(self, roots: list[ast.OpCall], scope: Scope
+             ) -> tuple[tuple[program.Op, ...] | None, tuple[program.Op, ...]]:
+        """The roots of a pattern and its ops in dependency order (keys follow that order)."""
+        binders = {e.binder for root in roots for e in walk(root)
+                   if isinstance(e, ast.OpCall) and e.binder}
+        order = pattern_order(list(roots), binders)
         if order is None:
-            self.error(root.span, "the pattern refers to its own result through 'as' names")
+            self.error(roots[0].span, "the pattern refers to its own result through 'as' "
+                                      "names")
             return None, ()
         self._keys = {id(c): k for k, c in enumerate(order)}
-        term = self.pattern(root, scope)
-        ops = sorted((t for t in _ops(term)), key=lambda o: o.key)
-        return (term if isinstance(term, program.Op) else None), tuple(ops)
+        terms = [self.pattern(root, scope) for root in roots]
+        ops = sorted((t for term in terms for t in _ops(term)), key=lambda o: o.key)
+        if not all(isinstance(t, program.Op) for t in terms):
+            return None, ()
+        return tuple(terms), tuple(ops)  # type: ignore[arg-type]
+
+    def joined(self, roots: list[ast.OpCall]) -> None:
+        """Each root after the first shares a variable with the ones before it (the matcher
+        joins roots on shared classes, never by trying every combination)."""
+        seen: set[str] = set()
+        for k, root in enumerate(roots):
+            names = {n.name for n in free_names(root) if isinstance(n, ast.Name)} | {
+                e.binder for e in walk(root) if isinstance(e, ast.OpCall) and e.binder}
+            names &= set(self.scope.tensors)
+            if k and not names & seen:
+                self.error(root.span, "each root of a multi-root rule shares a variable with "
+                                      "the roots before it (MatMul(x, wq), MatMul(x, wk))")
+            seen |= names
+
+    def right_sides(self, count: int) -> tuple[program.Term, ...]:
+        rhs = self.rule.rhs
+        sides = list(rhs.items) if isinstance(rhs, ast.TupleLit) else [rhs]
+        if len(sides) != count:
+            self.error(rhs.span, f"the right side gives {len(sides)} result"
+                                 f"{'s' * (len(sides) != 1)} for {count} root"
+                                 f"{'s' * (count != 1)}; give one per root, in order")
+        return tuple(self.rhs(e, top=True) for e in sides)
+
+    # ------------------------------------------------------------ right-side nodes
+    def node_let(self, clause: ast.Let) -> tuple[str, program.Op, ast.Span]:
+        """``let m = Op(...)``: a node of the right side, built once."""
+        if clause.name in self.scope.bound() or clause.name in self.locals:
+            self.error(clause.span, f"'{clause.name}' is already bound")
+        term = self.rhs(clause.expr)
+        self.locals[clause.name] = set()
+        assert isinstance(term, program.Op)
+        return clause.name, term, clause.span
+
+    def local(self, e: ast.Expr) -> program.Local | None:
+        """A use of a right-side node (``m`` or ``m[k]``), else ``None``."""
+        if isinstance(e, ast.Name) and e.name in self.locals:
+            self.locals[e.name].add(None)
+            return program.Local(e.name, None, e.span)
+        if isinstance(e, ast.Index) and isinstance(e.base, ast.Name) and (
+                e.base.name in self.locals):
+            if not (isinstance(e.index, ast.Num) and isinstance(e.index.value, int)):
+                self.error(e.index.span, "an output of a right-side node is a number: m[0]")
+                return None
+            self.locals[e.base.name].add(e.index.value)
+            return program.Local(e.base.name, e.index.value, e.span)
+        return None
+
+    def finish(self, lets: list[tuple[str, program.Op, ast.Span]]
+               ) -> tuple[program.NodeLet, ...]:
+        out = []
+        for name, op, span in lets:
+            used = self.locals[name]
+            if None in used and len(used) > 1:
+                self.error(span, f"'{name}' is used whole and by output index; use one")
+            indices = [k for k in used if k is not None]
+            out.append(program.NodeLet(name, op, max(indices) + 1 if indices else 0, span))
+        return tuple(out)
 
     # ------------------------------------------------------------ ops
     def schema(self, call: ast.OpCall) -> OpSchema | None:
@@ -418,14 +488,15 @@ class Resolver:
         scope.nodes[name] = schema
         scope.tensors.setdefault(name, span)
 
-    def check_reverse(self) -> tuple[program.Op, tuple[program.Op, ...], Scope]:
+    def check_reverse(self, roots: int) -> tuple[program.Op, tuple[program.Op, ...], Scope]:
         """``<=>``: the right side must be a pattern too, over the same variables."""
         rhs = self.rule.rhs
         back = Scope()
-        if not isinstance(rhs, ast.OpCall):
-            self.error(rhs.span, "both sides of '<=>' must be op patterns")
+        if roots > 1 or not isinstance(rhs, ast.OpCall):
+            self.error(rhs.span, "both sides of '<=>' must be op patterns, one each")
             return _unknown(rhs, ()), (), back
-        op, ops = self.side(rhs, back)
+        found, ops = self.side([rhs], back)
+        op = found[0] if found else None
         for side, names, other in (("left", self.scope, back), ("right", back, self.scope)):
             for name, span in {**names.tensors, **names.attrs}.items():
                 if name not in other.tensors and name not in other.attrs:
@@ -475,6 +546,10 @@ class Resolver:
     def name_ref(self, name: ast.Name, scope: Scope, where: str) -> None:
         if name.name in scope.bound() or name.name in CONSTANTS:
             return
+        if name.name in self.made:
+            self.error(name.span, f"'{name.name}' is a node the right side builds; it has no "
+                                  f"value in {where}")
+            return
         hint = suggest(name.name, [*scope.bound(), *CONSTANTS])
         if where == "the right side":
             self.error(name.span, f"unbound variable '{name.name}' on the right side{hint}")
@@ -513,6 +588,9 @@ class Resolver:
 
     # ------------------------------------------------------------ right side
     def rhs(self, e: ast.Expr, top: bool = False) -> program.Term:
+        local = self.local(e)
+        if local is not None:
+            return local
         if isinstance(e, ast.OpCall):
             return self.rhs_op(e)
         if isinstance(e, ast.Wildcard):
@@ -691,6 +769,11 @@ def _opsets(first: int, starts: list[int]) -> str:
     if not later:
         return f"opset>={first}"
     return f"opset<{later[0]}" if first == starts[0] else f"opset {first}-{later[0] - 1}"
+
+
+def _builds(e: ast.Expr) -> bool:
+    """True when a ``let`` builds a right-side node (its value is an op)."""
+    return isinstance(e, ast.OpCall)
 
 
 def _ops(term: program.Term) -> list[program.Op]:

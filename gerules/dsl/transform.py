@@ -201,6 +201,10 @@ class ToAst(Transformer_NonRecursive):  # type: ignore[type-arg]
     def attr_decl(self, meta: Any, c: list[Any]) -> ast.AttrDecl:
         return ast.AttrDecl(str(c[0]), str(c[1]), c[2], self.span(meta))
 
+    def roots(self, meta: Any, c: list[Any]) -> ast.TupleLit:
+        """A side with several roots, as a tuple of its patterns or right sides."""
+        return self.nested(ast.TupleLit(tuple(c), self.span(meta)), *c)
+
     def op_value(self, meta: Any, c: list[Any]) -> ast.OpRef:
         domain, op, _ = c[0]
         return ast.OpRef(domain, op, self.span(meta))

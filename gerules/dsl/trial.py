@@ -51,7 +51,8 @@ def apply_rewrite(instance: Graph, rewrite: Rewrite, registry: Registry | None =
     low = lower(instance, ctx, explanations=False)
     egraph = low.egraph
     roots = tuple(egraph.find(low.roots[v.name]) for v in instance.outputs)
-    matches = [m for m in rewrite.search(egraph) if _roots(egraph, rewrite, m) == roots]
+    matches = [m for m in rewrite.search(egraph)
+               if sorted(_roots(egraph, rewrite, m)) == sorted(roots)]
     if not matches:
         return Applied(reason="the pattern does not match the instance")
     reason = ""
@@ -60,13 +61,15 @@ def apply_rewrite(instance: Graph, rewrite: Rewrite, registry: Registry | None =
         if isinstance(outcome, Reject):
             reason = reason or outcome.reason
             continue
-        rhs = tuple(rewrite.applier(egraph, int(match[0]), outcome))
-        return _result(instance, low, rhs, registry, graphs)
+        rhs = dict(zip(_roots(egraph, rewrite, match),
+                       rewrite.applier(egraph, int(match[0]), outcome), strict=True))
+        return _result(instance, low, tuple(rhs[r] for r in roots), registry, graphs)
     return Applied(reason=reason)
 
 
 def _roots(egraph: EGraph, rewrite: Rewrite, match: tuple[object, ...]) -> tuple[int, ...]:
-    return (egraph.find(int(match[0])),)  # type: ignore[call-overload]
+    """The match's root classes (a multi-pattern has several, in any order)."""
+    return tuple(egraph.find(int(match[r])) for r in rewrite.layout.roots)  # type: ignore
 
 
 def _conditions(egraph: EGraph, rewrite: Rewrite, match: tuple[object, ...]) -> Subst | Reject:
