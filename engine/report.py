@@ -2,9 +2,12 @@
 
 Invariants:
 - ``Report`` is plain data (no e-graph references): counts, seconds, class ids and e-nodes.
-- Per rule: ``matches`` counts matches searched and kept (not discarded by a ban), ``applied``
-  those whose application changed the e-graph, ``rejected`` maps each condition's reason to how
-  many matches it refused ("matched but not applied: <reason>").
+- Per rule: ``matches`` counts matches searched and kept (not discarded by a ban) minus the
+  ``misses`` (refusals that are part of matching, ``Reject.miss``: a pattern literal that is not
+  the one asked for), ``applied`` those whose application changed the e-graph, ``rejected`` maps
+  each condition's reason to how many matches it refused ("matched but not applied: <reason>").
+  A match found again in a later iteration counts again in ``matches``; ``roots`` holds the
+  class ids the real matches were rooted at (canonicalise them to count distinct places).
 - ``applications`` holds one ``Application`` per match that changed the e-graph (when provenance
   is on): the rule, the iteration, the matched root, the classes and e-nodes the pattern bound,
   and the ids of the e-nodes the application added (``egraph.id_node(i)`` gives each).
@@ -46,12 +49,14 @@ class RuleStats:
     applied: int = 0
     bans: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
+    misses: Counter[str] = field(default_factory=Counter)
+    roots: set[int] = field(default_factory=set)  # root class of every real match, as found
     search_seconds: float = 0.0
     apply_seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {"searches": self.searches, "matches": self.matches, "applied": self.applied,
-                "bans": self.bans, "rejected": dict(self.rejected),
+                "bans": self.bans, "rejected": dict(self.rejected), "misses": dict(self.misses),
                 "search_seconds": self.search_seconds, "apply_seconds": self.apply_seconds}
 
 

@@ -41,9 +41,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class Reject:
-    """A condition's refusal; ``reason`` is what reports show ("matched but not applied")."""
+    """A condition's refusal; ``reason`` is what reports show ("matched but not applied").
+
+    ``miss=True`` marks a refusal that is part of matching itself (a pattern literal that is
+    not the one asked for): the runner counts it as no match at all, not as a rejection.
+    """
 
     reason: str
+    miss: bool = False
 
 
 Condition = Callable[["EGraph", int, Subst], "Subst | Reject"]
@@ -301,16 +306,27 @@ class Rewrite:
 
     def apply_all(
         self, egraph: EGraph, matches: list[Match], record: Recorder | None,
-        rejected: Counter[str],
+        rejected: Counter[str], missed: Counter[str] | None = None,
+        roots: set[int] | None = None,
     ) -> int:
         """Apply every match; returns how many changed the e-graph. ``record(match, ids_before)``
-        is called for each of those, ``rejected`` counts the conditions' reasons."""
+        is called for each of those, ``rejected`` counts the conditions' reasons, ``missed``
+        the reasons of refusals that mean "no match" (``Reject.miss``) and ``roots`` collects
+        the root class of every real match."""
         if self._loop is not None:
+            if roots is not None:
+                roots.update(m[0] for m in matches)
             return self._loop(matches, egraph, self.name, record)
         count = 0
         for match in matches:
             before = egraph.id_count
             outcome = self.apply_match(egraph, match)
+            if isinstance(outcome, Reject) and outcome.miss:
+                if missed is not None:
+                    missed[outcome.reason] += 1
+                continue
+            if roots is not None:
+                roots.add(match[0])
             if isinstance(outcome, Reject):
                 rejected[outcome.reason] += 1
             elif outcome:

@@ -210,7 +210,10 @@ class Runner:
         count = 0
         for start in range(0, len(matches), _CHUNK):
             chunk = matches[start:start + _CHUNK]
-            count += rule.apply_all(self.egraph, chunk, recorder, stats.rejected)
+            missed = sum(stats.misses.values())
+            count += rule.apply_all(self.egraph, chunk, recorder, stats.rejected, stats.misses,
+                                    stats.roots)
+            stats.matches -= sum(stats.misses.values()) - missed
             self._check_time()
         return count
 

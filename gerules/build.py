@@ -7,7 +7,10 @@ Invariants:
   dims are bound, shapes re-inferred, and the memory planned for that variant alone.
 - The written file is read back through the full loader checks before ``build_om`` returns
   only when ``check=True``; the plan itself is always verified by the planner.
-- ``REPORT`` holds the caller's report plus ``"memory"``: the figures of every variant.
+- ``build_om``'s ``REPORT`` holds the caller's report plus ``"memory"``: the figures of every
+  variant. ``plan_variants`` + ``write`` are the same two halves for callers that put the
+  figures into their own report first (``compile_model``).
+- ``reuse=False`` (atc's ``--disable_reuse_memory``) gives every tensor its own block.
 - A variant with a tensor over ``MAX_TENSOR_BYTES`` (a ``ConstantOfShape`` memory bomb) is
   refused with ``ResourceLimit`` naming the tensor before anything is planned or written.
 """
@@ -17,14 +20,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from .cost.profile import DEFAULT_SOC
 from .errors import ModelError, ResourceLimit
 from .fileio import check_output_path
-from .ir.graph import Graph, TensorType, Value
+from .ir.dims import bind_dims
+from .ir.graph import Graph
 from .ir.registry import Registry, default_registry
 from .ir.verify import verify
 from .memory.plan import MemoryFigures, plan_memory
@@ -58,25 +62,59 @@ def build_om(graph: Graph, output: str | Path, *, options: Mapping[str, Any] | N
              registry: Registry | None = None) -> BuildResult:
     """Plan ``graph`` (one variant per ``dims`` entry) and write ``output`` atomically."""
     start = time.perf_counter()
-    registry = registry or default_registry()
     path = check_output_path(output)
+    base, variants = plan_variants(graph, dims, streams=streams, memory_aware=memory_aware,
+                                   registry=registry)
+    report = {**dict(report or {}), "memory": memory_figures(variants)}
+    return write(base, variants, path, options=options, report=report,
+                 command_line=command_line, check=check, registry=registry, start=start)
+
+
+def plan_variants(graph: Graph, dims: Sequence[Mapping[str, int]], *, streams: int = 1,
+                  memory_aware: bool = True, reuse: bool = True,
+                  ranges: Sequence[Mapping[str, tuple[int, int]]] = (),
+                  registry: Registry | None = None) -> tuple[Graph, tuple[Variant, ...]]:
+    """The verified graph and one planned variant per ``dims`` entry (a range bucket when
+    ``ranges`` has an entry for it: planned at ``dims``, its highs)."""
+    registry = registry or default_registry()
     base = verify(graph, registry)
-    variants = tuple(plan_variant(base, d, streams=streams, memory_aware=memory_aware,
-                                  registry=registry) for d in dims)
+    variants = []
+    for k, d in enumerate(dims):
+        v = plan_variant(base, d, streams=streams, memory_aware=memory_aware, reuse=reuse,
+                         registry=registry)
+        if k < len(ranges):
+            name = ",".join(f"{s}={lo}-{hi}" for s, (lo, hi) in sorted(ranges[k].items()))
+            v = replace(v, name=name, ranges=ranges[k])
+        variants.append(v)
+    return base, tuple(variants)
+
+
+def memory_figures(variants: Sequence[Variant]) -> dict[str, dict[str, Any]]:
+    """Variant name -> its memory figures (JSON)."""
+    return {v.name: v.plan.figures.to_json() for v in variants if v.plan.figures}
+
+
+def write(base: Graph, variants: tuple[Variant, ...], output: str | Path, *,
+          options: Mapping[str, Any] | None = None, report: Mapping[str, Any] | None = None,
+          command_line: str = "", check: bool = False, registry: Registry | None = None,
+          start: float | None = None) -> BuildResult:
+    """Write planned variants as the ``.om`` ``output`` (atomically); ``report`` as given."""
+    start = time.perf_counter() if start is None else start
+    path = check_output_path(output)
     options = dict(options or {})
     contents = OmContents(base, variants, str(options.get("soc_version", DEFAULT_SOC)),
                           options, command_line, producer=f"gerules {_version()}")
-    memory = {v.name: v.plan.figures.to_json() for v in variants if v.plan.figures}
-    write_om(path, contents, {**dict(report or {}), "memory": memory})
+    write_om(path, contents, dict(report or {}))
     if check:
-        OmFile(path, registry=registry).close()
+        OmFile(path, registry=registry or default_registry()).close()
     seconds = time.perf_counter() - start
     log.info("wrote %s (%d variant(s)) in %.2f s", path, len(variants), seconds)
     return BuildResult(path, variants, seconds)
 
 
 def plan_variant(graph: Graph, dims: Mapping[str, int], *, streams: int = 1,
-                 memory_aware: bool = True, registry: Registry | None = None) -> Variant:
+                 memory_aware: bool = True, reuse: bool = True,
+                 registry: Registry | None = None) -> Variant:
     """One compiled variant: ``dims`` bound, shapes inferred, memory planned and verified."""
     registry = registry or default_registry()
     bound = verify(bind_dims(graph, dims), registry) if dims else graph
@@ -86,7 +124,8 @@ def plan_variant(graph: Graph, dims: Mapping[str, int], *, streams: int = 1,
                              "them with --input_shape, or compile one variant per batch size)",
                              tensor=v.name)
     check_budget(bound)
-    plan = plan_memory(bound, streams=streams, memory_aware=memory_aware, registry=registry)
+    plan = plan_memory(bound, streams=streams, memory_aware=memory_aware, reuse=reuse,
+                       registry=registry)
     name = ",".join(f"{k}={n}" for k, n in sorted(dims.items())) or "default"
     return Variant(name, dims, bound, plan)
 
@@ -101,22 +140,6 @@ def check_budget(graph: Graph, max_bytes: int = MAX_TENSOR_BYTES) -> None:
             raise ResourceLimit(f"{v.type} needs {n} bytes, over the tensor budget of "
                                 f"{max_bytes}", node=node.label if node else None,
                                 op=node.qualified_op if node else None, tensor=v.name)
-
-
-def bind_dims(graph: Graph, dims: Mapping[str, int]) -> Graph:
-    """The graph with symbolic input dims replaced by sizes; inferred types are dropped."""
-    unknown = set(dims) - {d for v in graph.inputs for d in v.shape or () if isinstance(d, str)}
-    if unknown:
-        raise ModelError(f"no graph input has the dim(s) {', '.join(sorted(unknown))}")
-
-    def fix(v: Value) -> Value:
-        if v.shape is None:
-            return v
-        shape = tuple(dims.get(d, d) if isinstance(d, str) else d for d in v.shape)
-        return Value(v.name, TensorType(v.dtype, shape))
-
-    return graph.replace(inputs=tuple(fix(v) for v in graph.inputs),
-                         outputs=tuple(fix(v) for v in graph.outputs), value_info={})
 
 
 def _version() -> str:

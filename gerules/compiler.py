@@ -2,9 +2,10 @@
 
 Steps: fix input shapes (``input_shape``; every symbolic dim bound, except the batch dim when
 compiling for several batch sizes) -> select outputs (``out_nodes``) -> optimize
-(``gerules.opt.optimize``) -> precision (``gerules.precision``: Casts per ``precision_mode``,
-measured error against the float32 graph) -> plan memory and write the ``.om``
-(``gerules.build.build_om``), one variant per batch size.
+(``gerules.opt.optimize``) -> precision (``gerules.precision``: Casts per ``precision_mode``)
+-> check precision (``check_precision``: the error against the float32 graph, measured as
+asked) -> plan memory (``gerules.build.plan_variants``, one variant per batch size) -> the
+record of figures (``gerules.figures``) -> write the ``.om`` (``gerules.build.write``).
 
 Invariants:
 - The ``.om`` holds the optimized graph, the options, the exact command line and the report;
@@ -16,35 +17,42 @@ Invariants:
   given order; nodes nothing needs any more are dropped. Unknown nodes or indices are a
   ``UsageError`` naming them.
 - ``input_format`` is validated and recorded; it never changes the graph (ONNX is NCHW).
-- ``CompileResult.report`` is plain JSON data: source, options, optimize, precision, the final
-  graph's op counts and estimate (``final``: after precision, Casts included), memory figures
-  per variant and the time of every phase (``phases_s``).
+- ``CompileResult.report`` is plain JSON data: source, its framework (``onnx``, ``pytorch``,
+  ``caffe``, ``tensorflow``, ``mindspore``), options, optimize, precision, the record every
+  view reads (``figures``: nodes, estimates, op counts, memory per variant and precision of
+  the source, optimized and final graphs) and the time of every phase (``phases_s``, with the
+  caller's ``phases``, e.g. loading, first). The ``.om`` stores it with the ``write`` phase
+  still running, so its ``phases_s`` ends at ``plan memory``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .build import BuildResult, build_om
-from .cost import DEFAULT_SOC, NpuCostModel
+from . import figures, gears, shapes
+from .build import BuildResult, memory_figures, plan_variants, write
+from .cost import DEFAULT_SOC, GraphEstimate, NpuCostModel, SocProfile, profile_for
 from .errors import UsageError
 from .ir.graph import Dim, Graph, TensorType, Value
 from .ir.registry import Registry, default_registry, suggest
 from .ir.verify import verify
+from .opt import implmode
 from .opt.optimize import OptimizeOptions, OptimizeReport, optimize
 from .precision import (
+    CHECKS,
+    DEFAULT_CHECK,
     DEFAULT_MODE,
     KeepDtype,
     PrecisionOptions,
     PrecisionReport,
     apply_precision,
-    measure_error,
+    check_precision,
 )
 from .precision.policy import MixChanges
 
@@ -52,6 +60,7 @@ log = logging.getLogger(__name__)
 
 BATCH = "batch"
 INPUT_FORMATS = ("NCHW", "NHWC", "ND")
+BUFFER_OPTIMIZE = ("l1_optimize", "l2_optimize", "off_optimize")
 Progress = Callable[[str], None]  # called with the name of each phase as it starts
 
 
@@ -75,11 +84,54 @@ class CompileOptions:
     keep_dtype: KeepDtype = field(default_factory=KeepDtype)
     measure_error: bool = True  # run both graphs on random inputs when precision changes
     rules: tuple[str, ...] = ()  # the user's rule files and folders, added to the shipped
+    check_precision: str = DEFAULT_CHECK  # off | quick | full (precision.measure)
+    aicore_num: int | None = None  # atc's --aicore_num: the SoC profile scaled to that many
+    op_select_implmode: str = implmode.DEFAULT_MODE  # exact or fast forms (opt.implmode)
+    optypelist_for_implmode: tuple[str, ...] = ()  # op types the implmode applies to
+    reuse_memory: bool = True  # False: atc's --disable_reuse_memory=1 (debugging)
+    buffer_optimize: str = ""  # atc's --buffer_optimize: recorded, no effect here
+    enable_small_channel: bool = False  # atc's flag: recorded; needs layout formats
+    dynamic_image_size: tuple[tuple[int, ...], ...] = ()  # (height, width) per gear
+    dynamic_dims: tuple[tuple[int, ...], ...] = ()  # a size per -1 of input_shape, per gear
+    # atc's --input_shape_range: per input, dims that are ints or (low, high) ranges
+    input_shape_range: Mapping[str, tuple[int | tuple[int, int], ...]] = field(
+        default_factory=dict)
+    fix_batch_dims: bool = False  # rewrite Reshape targets that hard-code the exported batch
 
     def optimize_options(self) -> OptimizeOptions:
         return OptimizeOptions(opt_level=self.opt_level, soc_version=self.soc_version,
                                target=self.target, disabled=self.disabled,
-                               enabled=self.enabled, rules=tuple(map(str, self.rules)))
+                               enabled=self.enabled, aicore_num=self.aicore_num,
+                               rules=tuple(map(str, self.rules)))
+
+    def gear_mode(self) -> str:
+        """Which of atc's dynamic shape flags is given ("" for none; two is a UsageError)."""
+        given = [m for m in gears.MODES if getattr(self, m)]
+        if len(given) > 1:
+            raise UsageError(f"--{given[0]} and --{given[1]} cannot be combined (atc allows "
+                             "one dynamic shape mode at a time)")
+        return given[0] if given else ""
+
+    def profile(self) -> SocProfile:
+        """The cost model's profile (``--soc_version``, scaled by ``--aicore_num``)."""
+        return profile_for(self.soc_version, self.aicore_num)
+
+    def notes(self) -> list[str]:
+        """What the report and summary say about accepted flags that change nothing, and
+        about how the SoC profile was made."""
+        out = [f"--soc_version={self.soc_version}: {self.profile().note}"] \
+            if self.profile().note else []
+        if self.buffer_optimize:
+            out.append(f"--buffer_optimize={self.buffer_optimize}: no effect here (the cost "
+                       "model has no on-chip L1/L2 buffer to plan; the arena is planned the "
+                       "same way)")
+        if self.enable_small_channel:
+            out.append("--enable_small_channel=1: recorded, no effect yet: it selects the "
+                       "C0=4 layout for the first convolution, and layout formats are not "
+                       "implemented yet")
+        if not self.reuse_memory:
+            out.append("--disable_reuse_memory=1: every tensor has its own block (debugging)")
+        return out
 
     def precision_options(self) -> PrecisionOptions:
         return PrecisionOptions(self.precision_mode, self.modify_mixlist, self.keep_dtype)
@@ -88,6 +140,17 @@ class CompileOptions:
         """Raise ``UsageError`` for a bad value before any work is done."""
         self.optimize_options().check()
         self.precision_options().check()
+        if self.check_precision not in CHECKS:
+            raise UsageError(f"--check_precision: unknown value '{self.check_precision}'"
+                             f"{suggest(self.check_precision, CHECKS)}; choose one of "
+                             f"{', '.join(CHECKS)}")
+        implmode.check(self.op_select_implmode, self.optypelist_for_implmode)
+        if self.buffer_optimize and self.buffer_optimize not in BUFFER_OPTIMIZE:
+            raise UsageError(f"--buffer_optimize: unknown value '{self.buffer_optimize}'"
+                             f"{suggest(self.buffer_optimize, BUFFER_OPTIMIZE)}; choose one of "
+                             f"{', '.join(BUFFER_OPTIMIZE)}")
+        self.profile()  # an unknown SoC or a core count out of range
+        self.gear_mode()
         if self.input_format and self.input_format not in INPUT_FORMATS:
             raise UsageError(f"--input_format: unknown format '{self.input_format}'"
                              f"{suggest(self.input_format, INPUT_FORMATS)}; choose one of "
@@ -103,6 +166,16 @@ class CompileOptions:
                 "memory_aware": self.memory_aware, "input_format": self.input_format or None,
                 "out_nodes": [f"{n}:{k}" for n, k in self.out_nodes],
                 "rules": [str(r) for r in self.rules],
+                "check_precision": self.check_precision, "aicore_num": self.aicore_num,
+                "op_select_implmode": self.op_select_implmode,
+                "optypelist_for_implmode": list(self.optypelist_for_implmode),
+                "reuse_memory": self.reuse_memory, "buffer_optimize": self.buffer_optimize or None,
+                "enable_small_channel": self.enable_small_channel,
+                "dynamic_image_size": [list(g) for g in self.dynamic_image_size],
+                "dynamic_dims": [list(g) for g in self.dynamic_dims],
+                "input_shape_range": {k: [list(d) if isinstance(d, tuple) else d for d in v]
+                                      for k, v in self.input_shape_range.items()},
+                "fix_batch_dims": self.fix_batch_dims,
                 **self.precision_options().to_json()}
 
 
@@ -117,11 +190,15 @@ class CompileResult:
     precision: PrecisionReport | None = None
     phases: Mapping[str, float] = field(default_factory=dict)
     reference: Graph | None = None  # the optimized graph before precision changes
+    source: Graph | None = None  # the model with its input shapes fixed, before optimizing
+    estimate: GraphEstimate | None = None  # the graph written's, node by node
 
 
-def fix_input_shapes(graph: Graph, given: Mapping[str, Sequence[int]], *, keep_batch: bool
-                     ) -> tuple[Graph, list[str]]:
-    """Apply ``input_shape``; returns the graph and the symbolic dims left (the batch dims)."""
+def fix_input_shapes(graph: Graph, given: Mapping[str, Sequence[int]], *, keep_batch: bool,
+                     symbols_at: Mapping[gears.Position, str] | None = None,
+                     keep: Collection[str] | None = None) -> tuple[Graph, list[str]]:
+    """Apply ``input_shape``; returns the graph and the symbolic dims left (the batch dims,
+    or ``keep`` when given). ``symbols_at`` names the symbol of a ``-1`` (input, dim index)."""
     names = set(graph.input_names)
     for name in given:
         if name not in names:
@@ -129,21 +206,23 @@ def fix_input_shapes(graph: Graph, given: Mapping[str, Sequence[int]], *, keep_b
                              f"{', '.join(sorted(names))})")
     inputs = []
     for v in graph.inputs:
-        dims = _dims_for(v, given.get(v.name))
+        dims = _dims_for(v, given.get(v.name), symbols_at or {})
         inputs.append(Value(v.name, TensorType(v.dtype, dims)))
     symbols = sorted({d for v in inputs for d in v.shape or () if isinstance(d, str)})
-    keep = [s for s in symbols if keep_batch and _is_batch(s, inputs)]
+    kept = [s for s in symbols if (s in keep if keep is not None
+                                   else keep_batch and _is_batch(s, inputs))]
     for s in symbols:
-        if s not in keep:
+        if s not in kept:
             log.warning("symbolic dim '%s' set to 1 (fix it with --input_shape)", s)
-    bound = {s: 1 for s in symbols if s not in keep}
+    bound = {s: 1 for s in symbols if s not in kept}
     inputs = [_bind(v, bound) for v in inputs]
     outputs = tuple(Value(v.name, TensorType(v.dtype, None)) for v in graph.outputs)
     fixed = graph.replace(inputs=tuple(inputs), outputs=outputs, value_info={})
-    return fixed, keep
+    return fixed, kept
 
 
-def _dims_for(v: Value, given: Sequence[int] | None) -> tuple[Dim, ...] | None:
+def _dims_for(v: Value, given: Sequence[int] | None,
+              names: Mapping[gears.Position, str]) -> tuple[Dim, ...] | None:
     if given is None:
         return v.shape
     if v.shape is not None and len(v.shape) != len(given):
@@ -153,7 +232,7 @@ def _dims_for(v: Value, given: Sequence[int] | None) -> tuple[Dim, ...] | None:
     for k, d in enumerate(given):
         if d == -1:
             old = v.shape[k] if v.shape is not None else None
-            out.append(old if isinstance(old, str) else BATCH)
+            out.append(names.get((v.name, k)) or (old if isinstance(old, str) else BATCH))
         elif d < 0:
             raise UsageError(f"--input_shape {v.name}: dim {d} is negative (-1 means dynamic)")
         else:
@@ -207,22 +286,23 @@ def prune(graph: Graph) -> Graph:
     return graph.replace(nodes=tuple(reversed(keep)), initializers=inits)
 
 
-def check_input_format(graph: Graph, fmt: str) -> None:
+def check_input_format(graph: Graph, fmt: str, framework: str = "onnx") -> None:
     """atc's ``--input_format``: checked against the inputs, recorded, never acted on."""
     if fmt in ("NCHW", "NHWC") and not any(v.type.rank == 4 for v in graph.inputs):
         raise UsageError(f"--input_format={fmt} needs a 4-D input; the inputs are "
                          + ", ".join(f"{v.name} {v.type}" for v in graph.inputs)
                          + " (use ND)")
-    if fmt == "NHWC":
+    if fmt == "NHWC" and framework != "tensorflow":  # TF models are NHWC as converted
         log.warning("--input_format=NHWC: ONNX models are NCHW; no layout change is made "
                     "(the format is only recorded)")
 
 
 class _Phases:
-    """Times each phase and tells ``progress`` when one starts."""
+    """Times each phase and tells ``progress`` when one starts; ``prior`` are phases the
+    caller timed before (loading the model)."""
 
-    def __init__(self, progress: Progress | None) -> None:
-        self.times: dict[str, float] = {}
+    def __init__(self, progress: Progress | None, prior: Mapping[str, float] | None) -> None:
+        self.times: dict[str, float] = dict(prior or {})
         self.progress = progress
 
     @contextmanager
@@ -234,64 +314,161 @@ class _Phases:
             yield
         finally:
             self.times[name] = self.times.get(name, 0.0) + time.perf_counter() - start
+            log.debug("phase %s: %.3f s", name, self.times[name])
+
+    def to_json(self) -> dict[str, float]:
+        return {k: round(v, 4) for k, v in self.times.items()}
 
 
 def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
-                  command_line: str = "", source: str = "",
-                  registry: Registry | None = None,
-                  progress: Progress | None = None) -> CompileResult:
-    """Optimize ``graph`` and write ``output`` (a ``.om``); returns what was done."""
-    start = time.perf_counter()
+                  command_line: str = "", source: str = "", framework: str = "onnx",
+                  registry: Registry | None = None, progress: Progress | None = None,
+                  phases: Mapping[str, float] | None = None) -> CompileResult:
+    """Optimize ``graph`` and write ``output`` (a ``.om``); returns what was done.
+
+    ``phases`` are times the caller already spent on this conversion (``{"load": s}``); they
+    count in the record's ``phases_s`` and in ``CompileResult.seconds``.
+    """
+    start = time.perf_counter() - sum((phases or {}).values())
     registry = registry or default_registry()
     options.check()
-    phase = _Phases(progress)
-    dynamic = bool(options.dynamic_batch_size)
+    phase = _Phases(progress, phases)
     with phase("shapes"):
-        graph, batch_dims = _prepare(graph, options, dynamic, registry)
+        graph, plan, fixed_dims = _prepare(graph, options, registry, framework)
+    profile = options.profile()
+    model = NpuCostModel(profile, registry)
     with phase("optimize"):
         optimized, opt_report = optimize(graph, options.optimize_options(), registry)
+        optimized, impl = implmode.select(optimized, options.op_select_implmode,
+                                          options.optypelist_for_implmode)
+        if impl:
+            opt_report.estimate_after = model.graph(optimized)
     with phase("precision"):
         final, prec = apply_precision(optimized, options.precision_options(),
                                       source_names=[n.label for n in graph.nodes],
-                                      fusions=opt_report.fusions,
-                                      soc=options.soc_version, registry=registry)
-    dims = [{d: b for d in batch_dims} for b in options.dynamic_batch_size] or [{}]
-    if final is not optimized and options.measure_error:
-        with phase("measure precision error"):
-            prec.errors = measure_error(optimized, final, dims=dims[0], registry=registry)
-    report = {"source": source, "options": options.to_json(),
+                                      fusions=opt_report.fusions, soc=profile,
+                                      registry=registry)
+    dims = list(plan.dims)
+    final_estimate = opt_report.estimate_after if final is optimized else model.graph(final)
+    with phase("check precision"):
+        checked = _check(optimized, final, dims, options.check_precision, final_estimate,
+                         registry)
+    with phase("plan memory"):
+        base, variants = plan_variants(final, dims, streams=options.streams,
+                                       memory_aware=options.memory_aware,
+                                       reuse=options.reuse_memory, ranges=plan.ranges,
+                                       registry=registry)
+    estimates = {"source": opt_report.estimate_before, "optimized": opt_report.estimate_after,
+                 "final": final_estimate}
+    ops = {"source": opt_report.ops_before, "final": final.op_counts()}
+    record = figures.record(estimates, ops, memory_figures(variants),
+                            {"mode": options.precision_mode, **checked})
+    report = {"source": source, "framework": framework, "options": options.to_json(),
               "optimize": opt_report.to_json(), "precision": prec.to_json(),
-              "final": _final(final, opt_report if final is optimized else None,
-                              options.soc_version, registry),
-              "phases_s": {k: round(v, 4) for k, v in phase.times.items()}}
-    with phase("plan memory and write"):
-        build = build_om(final, output, options=options.to_json(), report=report,
-                         command_line=command_line, streams=options.streams,
-                         memory_aware=options.memory_aware, dims=dims, registry=registry)
-    report["memory"] = {v.name: v.plan.figures.to_json() for v in build.variants
-                        if v.plan.figures}
-    report["phases_s"] = {k: round(v, 4) for k, v in phase.times.items()}
+              "figures": record, "phases_s": phase.to_json(),
+              "implmode": {"mode": options.op_select_implmode,
+                           "op_types": list(options.optypelist_for_implmode),
+                           "changed": [c.to_json() for c in impl]},
+              "notes": options.notes(), "soc_profile": profile.to_json(),
+              "shapes": {**plan.to_json(), "fix_batch_dims": fixed_dims}}
+    with phase("write"):
+        build = write(base, variants, output, options=options.to_json(), report=report,
+                      command_line=command_line, registry=registry)
+    report["phases_s"] = phase.to_json()
     return CompileResult(build.path, final, opt_report, build, time.perf_counter() - start,
-                         report, prec, dict(phase.times), optimized)
+                         report, prec, dict(phase.times), optimized, graph, final_estimate)
 
 
-def _final(graph: Graph, unchanged: OptimizeReport | None, soc: str, registry: Registry
-           ) -> dict[str, Any]:
-    """Op counts and estimate of the graph written (after precision: Casts included)."""
-    estimate = (unchanged.estimate_after if unchanged is not None
-                else NpuCostModel(soc, registry).graph(graph))
-    return {"nodes": len(graph.nodes), "ops": graph.op_counts(), "estimate": estimate.to_json()}
+def _check(reference: Graph, final: Graph, gears: Sequence[Mapping[str, int]], level: str,
+           estimate: GraphEstimate, registry: Registry) -> dict[str, Any]:
+    """The record's precision entry: unchanged, or checked at ``level``."""
+    if final is reference:
+        return {"check": level, "status": "unchanged", "outputs": [],
+                "note": "nothing changed dtype"}
+    flops = sum(est.flops for _, est in estimate.nodes)
+    return check_precision(reference, final, gears, level, flops=flops, registry=registry)
 
 
-def _prepare(graph: Graph, options: CompileOptions, dynamic: bool, registry: Registry
-             ) -> tuple[Graph, list[str]]:
-    graph, batch_dims = fix_input_shapes(graph, options.input_shape, keep_batch=dynamic)
-    if dynamic and not batch_dims:
-        raise UsageError("--dynamic_batch_size needs a dynamic batch dim: give it as -1 in "
-                         "--input_shape (e.g. 'x:-1,3,224,224')")
+def _prepare(graph: Graph, options: CompileOptions, registry: Registry, framework: str = "onnx"
+             ) -> tuple[Graph, gears.Gears, list[str]]:
+    """Input shapes fixed, the gears worked out and checked by shape inference (each gear's
+    dims bound) before any other work; and the Reshapes ``fix_batch_dims`` rewrote."""
+    plan, names, exported, given = _gears(graph, options)
+    graph, _ = fix_input_shapes(graph, given, keep_batch=False, symbols_at=names,
+                                keep=set(plan.symbols))
     if options.input_format:
-        check_input_format(graph, options.input_format)
+        check_input_format(graph, options.input_format, framework)
     graph = verify(graph, registry)
     if options.out_nodes:
         graph = verify(select_outputs(graph, options.out_nodes), registry)
-    return graph, batch_dims
+    fixed: list[str] = []
+    if options.fix_batch_dims:
+        graph, fixed = shapes.fix_batch_dims(graph, plan.dims, exported, registry)
+        for label in fixed:
+            log.info("--fix_batch_dims: node '%s': target's first entry now copies the batch",
+                     label)
+    shapes.check_gears(graph, plan.dims, exported, registry)
+    return graph, plan, fixed
+
+
+def _gears(graph: Graph, options: CompileOptions
+           ) -> tuple[gears.Gears, dict[gears.Position, str], dict[str, int],
+                      dict[str, tuple[int, ...]]]:
+    """The gears, the symbol of every varying dim, the size each had in the model as
+    exported (where it was static) and the shapes to fix."""
+    mode = options.gear_mode()
+    given = {k: tuple(v) for k, v in options.input_shape.items()}
+    bounds: dict[gears.Position, tuple[int, int]] = {}
+    for name, dims in options.input_shape_range.items():
+        given[name] = tuple(-1 if isinstance(d, tuple) else int(d) for d in dims)
+        bounds.update({(name, k): d for k, d in enumerate(dims) if isinstance(d, tuple)})
+    if not mode:
+        return gears.Gears(), {}, {}, given
+    where = list(bounds) if bounds else gears.positions(given)
+    if not where and mode == "dynamic_batch_size":  # the model's own symbolic batch dims
+        where = [(v.name, 0) for v in graph.inputs if v.name not in given and v.shape
+                 and isinstance(v.shape[0], str)]
+    if not where:
+        example = {"dynamic_image_size": "x:1,3,-1,-1", "dynamic_dims": "x:-1,-1"}
+        what = "a dynamic batch dim" if mode == "dynamic_batch_size" else "the dims that vary"
+        raise UsageError(f"--{mode} needs {what} as -1 in --input_shape (e.g. "
+                         f"'{example.get(mode, 'x:-1,3,224,224')}')")
+    columns = (_columns(mode, options, len(where)) if not bounds
+               else [tuple(bounds[p] for p in where)])
+    owner = gears.shared_symbols(where, columns)
+    declared = {v.name: v.shape for v in graph.inputs}
+    names: dict[gears.Position, str] = {}
+    exported: dict[str, int] = {}
+    for i, (name, k) in enumerate(where):
+        oname, ok = where[owner[i]]
+        shape = declared.get(oname)
+        old = shape[ok] if shape is not None and ok < len(shape) else None
+        names[(name, k)] = (old if isinstance(old, str) else
+                            BATCH if ok == 0 else f"{oname}_d{ok}")
+        mine = declared.get(name)
+        if mine is not None and k < len(mine) and isinstance(mine[k], int):
+            exported.setdefault(names[(name, k)], int(mine[k]))
+    symbols = tuple(dict.fromkeys(names[p] for p in where))
+    if bounds:
+        per = {names[p]: r for p, r in bounds.items()}
+        spans = gears.buckets(per)
+        dims = tuple({s: hi for s, (_, hi) in b.items()} for b in spans)
+        return gears.Gears(mode, symbols, dims, tuple(spans)), names, exported, given
+    dims = tuple({names[p]: g[i] for i, p in enumerate(where)} for g in columns)
+    return gears.Gears(mode, symbols, dims), names, exported, given
+
+
+def _columns(mode: str, options: CompileOptions, count: int) -> list[tuple[int, ...]]:
+    if mode == "dynamic_batch_size":
+        return [(b,) * count for b in options.dynamic_batch_size]
+    values = list(options.dynamic_image_size if mode == "dynamic_image_size"
+                  else options.dynamic_dims)
+    width = 2 if mode == "dynamic_image_size" else count
+    if count != width:
+        raise UsageError(f"--{mode} needs exactly two -1 dims (height and width) in "
+                         f"--input_shape, there are {count}")
+    for g in values:
+        if len(g) != width:
+            raise UsageError(f"--{mode}: gear {list(g)} has {len(g)} sizes; --input_shape has "
+                             f"{width} -1 dims")
+    return values

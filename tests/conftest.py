@@ -1,4 +1,6 @@
-"""Test-wide settings: hypothesis profiles (``ci`` is the default: bounded and deterministic)."""
+"""Test-wide settings: hypothesis profiles (``ci`` is the default: bounded and deterministic;
+``nightly``: bounded, drawing new examples every run; ``dev`` and ``long`` for local digging).
+Select one with ``HYPOTHESIS_PROFILE=NAME``."""
 
 from __future__ import annotations
 
@@ -11,6 +13,13 @@ settings.register_profile(
     max_examples=40,
     deadline=None,
     derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "nightly",
+    max_examples=200,
+    deadline=None,
+    derandomize=False,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.register_profile("dev", max_examples=200, deadline=None)

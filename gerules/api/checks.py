@@ -20,11 +20,13 @@ import numpy as np
 from ..errors import GraphError
 from ..ir import dtypes
 from ..ir.attrs import AttrValue
+from ..ir.graph import Graph
 from ..ir.registry import AttrSpec, OpSchema, Port, suggest
 
 _KIND_WORDS = {
     "int": "an int", "float": "a float", "string": "a str", "ints": "a list of int",
     "floats": "a list of float", "strings": "a list of str", "tensor": "a NumPy array",
+    "graph": "a Graph (a subgraph)",
 }
 
 
@@ -146,4 +148,5 @@ _CONVERT: dict[str, Any] = {
     "int": _int, "float": _float, "string": _string, "tensor": _tensor,
     "ints": lambda v: _listed(v, _int), "floats": lambda v: _listed(v, _float),
     "strings": lambda v: _listed(v, _string),
+    "graph": lambda v: v if isinstance(v, Graph) else None,
 }

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 _P = inspect.Parameter
 _ANNOTATIONS = {"int": "int", "float": "float", "string": "str", "ints": "Sequence[int]",
                 "floats": "Sequence[float]", "strings": "Sequence[str]",
-                "tensor": "numpy.ndarray"}
+                "tensor": "numpy.ndarray", "graph": "gerules.ir.graph.Graph"}
 _RESERVED = frozenset({"name", "outputs"})
 
 

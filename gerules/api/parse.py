@@ -10,6 +10,8 @@ Invariants:
 - ``input_format`` (atc's ``--input_format``, optional) is checked as the compiler checks it
   (``NCHW``/``NHWC`` need a 4-D input; ``NHWC`` only warns: ONNX models are NCHW) and recorded
   in the graph's metadata; it never reorders data.
+- Caffe, MindIR and TensorFlow models go through ``gerules.frontends.formats.load`` (as the
+  CLI's ``--framework=0/1/3``), by path only.
 - PyTorch archives (``.pt``, ``.pth``, ``.pt2`` or ``framework="pytorch"``) go through
   ``gerules.frontends.torch.convert_archive`` with ``input_shape`` as the trace shapes; a
   missing ``torch`` extra or frontend is a ``UsageError`` that says what to do, found at call
@@ -22,7 +24,6 @@ import importlib
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
@@ -35,25 +36,30 @@ log = logging.getLogger(__name__)
 Source = str | os.PathLike[str] | bytes
 InputShape = Mapping[str, Sequence[int]] | str
 FORMATS = ("NCHW", "NHWC", "ND")
-TORCH_SUFFIXES = (".pt", ".pth", ".pt2")
-FRAMEWORKS = {"onnx": "onnx", "5": "onnx", "pytorch": "pytorch", "torch": "pytorch"}
 
 
 def parse_model(source: Source | onnx.ModelProto, input_shape: InputShape | None = None,
-                input_format: str | None = None, *, framework: str | None = None) -> Graph:
+                input_format: str | None = None, *, framework: str | None = None,
+                weight: str | os.PathLike[str] | None = None) -> Graph:
     """Load a model and fix its input shapes.
 
-    ``source`` is an ONNX file path, its bytes or an ``onnx.ModelProto``, or a PyTorch file
-    with the torch extra. ``input_shape`` maps input names to dims (``-1``: dynamic) or is
+    ``source`` is an ONNX file path, its bytes or an ``onnx.ModelProto``, or the path of a
+    PyTorch archive (the torch extra), a Caffe ``.prototxt`` (with ``weight``, its
+    ``.caffemodel``), a MindIR ``.mindir``, a TensorFlow ``.pb`` or SavedModel folder (the
+    tensorflow extra). ``input_shape`` maps input names to dims (``-1``: dynamic) or is
     atc's text form. ``input_format`` is ``"NCHW"``, ``"NHWC"`` or ``"ND"`` (checked and
-    recorded only). ``framework`` is ``"onnx"`` or ``"pytorch"`` (default: by file suffix).
+    recorded only). ``framework`` is ``"onnx"``, ``"pytorch"``, ``"caffe"``,
+    ``"mindspore"``, ``"tensorflow"`` or atc's number (default: by the path).
     """
     fmt = None if input_format is None else format_name(input_format)
     shapes = input_shapes(input_shape)
-    if _framework(source, framework) == "pytorch":
+    kind = _framework(source, framework)
+    if kind == "pytorch":
         graph = _load_torch(source, shapes)
-    else:
+    elif kind == "onnx":
         graph = _load_onnx(source)
+    else:
+        graph, shapes = _load_other(source, kind, shapes, weight)
     graph = fix_shapes(graph, shapes) if shapes else graph
     if fmt is None:
         return graph
@@ -124,14 +130,32 @@ def fix_shapes(graph: Graph, shapes: Mapping[str, Sequence[int]]) -> Graph:
 
 
 def _framework(source: object, framework: str | None) -> str:
+    from ..frontends import formats
+
     if framework is not None:
-        name = FRAMEWORKS.get(str(framework).lower())
+        name = formats.FRAMEWORKS.get(str(framework).lower())
         if name is None:
-            raise UsageError(f"framework '{framework}' is not supported (onnx, pytorch)")
+            raise UsageError(f"framework '{framework}' is not supported ({formats.CHOICES})")
         return name
     if isinstance(source, str | os.PathLike):
-        return "pytorch" if Path(source).suffix.lower() in TORCH_SUFFIXES else "onnx"
+        return formats.framework_of(source)
     return "onnx"
+
+
+def _load_other(source: Any, kind: str, shapes: dict[str, tuple[int, ...]],
+                weight: str | os.PathLike[str] | None
+                ) -> tuple[Graph, dict[str, tuple[int, ...]]]:
+    """A Caffe, MindIR or TensorFlow model, and the shapes keyed by its graph's names."""
+    from ..frontends import formats
+
+    if not isinstance(source, str | os.PathLike):
+        raise UsageError(f"parse_model: a {kind} model is given as a file path")
+    graph = formats.load(source, kind, shapes, weight=weight)
+    if kind == "tensorflow":
+        from ..frontends.tensorflow import graph_shapes
+
+        shapes = graph_shapes(shapes)
+    return graph, shapes
 
 
 def _load_onnx(source: Any) -> Graph:

@@ -25,18 +25,12 @@ from ..errors import UsageError
 from ..fileio import atomic_write, check_output_path
 
 ATC_START = ("--model", "--om", "--mode", "--framework", "--weight", "--singleop", "--rules")
-GLOBAL = ("--debug", "--log")  # flags of ge-rewrite itself, before any subcommand
-FRAMEWORKS = {"5": "onnx", "onnx": "onnx", "pytorch": "pytorch", "torch": "pytorch"}
-NOT_YET = {"0": "Caffe", "1": "MindSpore", "3": "TensorFlow"}
+GLOBAL = ("--debug", "--log", "--quiet", "-q")  # ge-rewrite's own flags, before a command
 MODES = {"0": "compile", "1": "om to json", "3": "pre-check", "6": "model info"}
 
 # atc flags without an equivalent here, each with what to do instead.
 UNSUPPORTED: dict[str, str] = {
-    "--weight": "Caffe weights; convert the model to ONNX (--framework=5)",
     "--insert_op_conf": "AIPP preprocessing is not implemented; put it in the model",
-    "--dynamic_image_size": "only --dynamic_batch_size is implemented",
-    "--dynamic_dims": "only --dynamic_batch_size is implemented",
-    "--input_shape_range": "give fixed dims or -1 with --dynamic_batch_size",
     "--input_fp16_nodes": "inputs keep their dtype; cast in the model",
     "--is_input_adjust_hw_layout": "no layout transforms on inputs",
     "--is_output_adjust_hw_layout": "no layout transforms on outputs",
@@ -44,13 +38,8 @@ UNSUPPORTED: dict[str, str] = {
     "--op_name_map": "custom op mappings are not implemented",
     "--customize_dtypes": "use --keep_dtype or --modify_mixlist",
     "--precision_mode_v2": "use --precision_mode",
-    "--op_select_implmode": "one implementation per op here",
-    "--optypelist_for_implmode": "one implementation per op here",
     "--op_precision_mode": "use --precision_mode",
     "--auto_tune_mode": "no tuning; the cost model picks the graph",
-    "--buffer_optimize": "the memory planner always reuses memory",
-    "--disable_reuse_memory": "the memory planner always reuses memory",
-    "--enable_small_channel": "no layout choices yet",
     "--enable_compress_weight": "weights are stored as they are",
     "--compress_weight_conf": "weights are stored as they are",
     "--enable_scope_fusion_passes": "TensorFlow scope fusion does not apply to ONNX",
@@ -64,7 +53,6 @@ UNSUPPORTED: dict[str, str] = {
     "--mdl_bank_path": "no tuning banks",
     "--op_bank_path": "no tuning banks",
     "--core_type": "the SoC profile (--soc_version) decides",
-    "--aicore_num": "the SoC profile (--soc_version) decides",
     "--virtual_type": "the SoC profile (--soc_version) decides",
     "--sparsity": "not implemented",
     "--compression_optimize_conf": "not implemented",
@@ -101,25 +89,17 @@ def route(argv: Sequence[str]) -> list[str]:
     args = list(argv)
     k = 0
     while k < len(args) and args[k].split("=", 1)[0] in GLOBAL:
-        k += 1 if "=" in args[k] or args[k] == "--debug" else 2
+        k += 2 if args[k] == "--log" else 1
     if k >= len(args) or args[k].split("=", 1)[0] not in ATC_START:
         return args
     return [*args[:k], "compile", *args[k:]]
 
 
 def framework(value: str | None, model: Path | None) -> str:
-    """``"onnx"`` or ``"pytorch"`` from ``--framework`` (or the file's extension)."""
-    if value is None:
-        suffix = model.suffix.lower() if model else ""
-        return "pytorch" if suffix in (".pt", ".pt2", ".pth", ".ts") else "onnx"
-    key = value.strip().lower()
-    if key in NOT_YET:
-        raise UsageError(f"--framework={value} ({NOT_YET[key]}) is not supported yet; convert "
-                         "the model to ONNX and use --framework=5, or --framework=pytorch")
-    if key not in FRAMEWORKS:
-        raise UsageError(f"--framework: unknown value '{value}' (5 = ONNX, pytorch = a "
-                         "TorchScript or torch.export archive; atc's 0/1/3 are not supported)")
-    return FRAMEWORKS[key]
+    """Our name of the model's format from ``--framework``, else from the model's path."""
+    from ..frontends.formats import framework_name, framework_of
+
+    return framework_of(model) if value is None else framework_name(value)
 
 
 def mode(value: str) -> str:
@@ -169,14 +149,32 @@ def model_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def pre_check(args: argparse.Namespace, model: Path, data: bytes) -> int:
+def pre_check(args: argparse.Namespace, model: Path, framework: str) -> int:
     """``--mode=3``: per-node support into ``--check_report``; exit 1 if anything fails."""
-    from ..report.precheck import precheck
-    from . import summary
+    from ..report import precheck
+    from . import options, summary
 
     out = Path(args.check_report or "check_result.json")
     check_output_path(out, [model])
-    result = precheck(data, str(model))
+    shapes = options.input_shapes(args.input_shape)
+    if framework == "caffe":
+        result = precheck.precheck_caffe(model, args.weight, shapes)
+    elif framework == "tensorflow":
+        result = precheck.precheck_tensorflow(model, shapes, options.out_nodes(args.out_nodes))
+    elif framework == "mindspore":
+        result = precheck.precheck_mindir(model, shapes)
+    else:
+        result = precheck.precheck(_onnx_bytes(model, framework, shapes), str(model))
     atomic_write(out, json.dumps(result, indent=1).encode())
     print(summary.precheck_text(result, out))
     return 0 if result["result"] == "success" else 1
+
+
+def _onnx_bytes(model: Path, framework: str, shapes: dict[str, tuple[int, ...]]) -> bytes:
+    if framework == "pytorch":
+        from ..frontends.torch import archive_onnx
+
+        return archive_onnx(model, shapes)
+    from ..onnx_io.load import read_file
+
+    return read_file(model)

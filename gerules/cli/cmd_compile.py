@@ -5,38 +5,54 @@ Invariants:
   and ours, see ``atc`` for modes 1/3/6 and the atc flags we lack), loads the model (ONNX, or
   PyTorch through ``gerules.frontends.torch``) and prints the summary.
 - Every flag value is checked before the model is loaded; a bad one is one line, exit 2.
-- ``NAME.om`` is written atomically (``NAME`` may already end in ``.om``); ``--report X.html``
-  writes the HTML page and ``X.json`` beside it, ``--report X.json`` only the JSON; the file
-  records the exact command line. A short summary goes to stdout, progress to stderr (only on
-  a terminal).
+- ``NAME.om`` is written atomically (``NAME`` may already end in ``.om``), and atc's
+  ``fusion_result.json`` next to it; ``--report X.html`` writes the HTML page and ``X.json``
+  beside it, ``--report X.json`` only the JSON; the file records the exact command line. A
+  short summary goes to stdout, progress to stderr (only on a terminal).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
+import json
+import logging
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from ..compiler import CompileOptions, compile_model
 from ..errors import ModelError, ResourceLimit, UsageError
-from ..fileio import check_output_path
+from ..fileio import atomic_write, check_output_path
 from ..ir.graph import Graph
 from ..onnx_io import DEFAULT_MAX_TENSOR_BYTES, load_model
-from ..onnx_io.load import read_file
-from . import atc, options, summary
+from . import atc, options, started, summary
 from .progress import Progress
+
+log = logging.getLogger(__name__)
+
+FUSION_RESULT = "fusion_result.json"  # atc's statistics file, written next to the .om
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("compile", help="compile a model into a .om offline model",
                        description="Optimize a model for the NPU, plan its memory and write "
                        "NAME.om. atc's flag names are accepted (docs/CONVERTING.md).")
-    p.add_argument("model", type=Path, nargs="?", help="model file (.onnx, or .pt/.pt2)")
+    p.add_argument("model", type=Path, nargs="?",
+                   help="model file (.onnx, .pt/.pt2, .prototxt, .mindir, .pb or a SavedModel "
+                   "folder)")
     p.add_argument("--model", dest="model_flag", type=Path, metavar="MODEL",
                    help="model file (atc spelling)")
     p.add_argument("--output", metavar="NAME", help="write NAME.om")
     p.add_argument("--framework", metavar="F",
-                   help="5 = ONNX (default for .onnx), pytorch = TorchScript or torch.export "
-                   "archive (default for .pt/.pt2)")
+                   help="0 = Caffe (.prototxt), 1 = MindSpore (.mindir), 3 = TensorFlow "
+                   "(frozen .pb or SavedModel folder), 5 = ONNX, pytorch = TorchScript or "
+                   "torch.export archive (.pt/.pt2); default: by the model's extension")
+    p.add_argument("--weight", type=Path, metavar="FILE",
+                   help="--framework=0: the .caffemodel with the net's weights")
     p.add_argument("--trust_archive", "--trust-archive", action="store_true",
                    help="PyTorch archives: also accept TorchScript and pickled modules, which "
                    "run their own code when loaded; the conversion then runs in a separate, "
@@ -51,14 +67,24 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     options.add_conversion_flags(p)
     p.add_argument("--dynamic_batch_size", "--dynamic-batch-size", metavar="B1,B2,...",
                    help="one plan per batch size (the batch dim is -1 in --input_shape)")
+    p.add_argument("--dynamic_image_size", metavar="H,W;H,W",
+                   help="one plan per image size (height and width are -1 in --input_shape)")
+    p.add_argument("--dynamic_dims", metavar="D,D;D,D",
+                   help="one plan per gear: a size for each -1 of --input_shape, in order")
+    p.add_argument("--input_shape_range", metavar="NAME:[LO~HI],D,...",
+                   help="dims in ranges: compiled symbolically, one plan per range bucket")
+    p.add_argument("--fix_batch_dims", action="store_true",
+                   help="rewrite Reshape targets that hard-code the exported batch size (each "
+                   "gear is checked by shape inference)")
     p.add_argument("--streams", type=int, default=1, metavar="N",
                    help="run independent branches on N streams (default 1)")
     p.add_argument("--enable_single_stream", metavar="true|false",
                    help="atc spelling: true means --streams 1")
     p.add_argument("--report", type=Path, metavar="PATH",
                    help="X.html: the HTML report and X.json beside it; X.json: JSON only")
-    p.add_argument("--log", choices=options.LOG_LEVELS, default=argparse.SUPPRESS,
-                   help="log level (atc's --log; also accepted before 'compile')")
+    p.add_argument("--save_onnx", action="store_true",
+                   help="also write the graph compiled into the .om as NAME.optimized.onnx "
+                   "beside it (Netron opens it; fused ops are in domain 'ge')")
     atc.add_unsupported(p)
     p.set_defaults(func=run)
 
@@ -79,10 +105,29 @@ def compile_options(args: argparse.Namespace) -> CompileOptions:
         opt_level=args.opt_level, soc_version=args.soc_version, target=args.target,
         input_shape=options.input_shapes(args.input_shape),
         dynamic_batch_size=batch_sizes(args.dynamic_batch_size),
+        **dynamic_shapes(args),
         disabled=switches.off, enabled=switches.on, streams=streams,
         rules=options.rules_of(args), **options.conversion_options(args))
     opts.check()
     return opts
+
+
+def dynamic_shapes(args: argparse.Namespace) -> dict[str, Any]:
+    """``--dynamic_image_size``, ``--dynamic_dims``, ``--input_shape_range`` and
+    ``--fix_batch_dims`` as ``CompileOptions`` fields."""
+    from .. import gears
+
+    out: dict[str, Any] = {"fix_batch_dims": args.fix_batch_dims}
+    for mode in ("dynamic_image_size", "dynamic_dims"):
+        text = getattr(args, mode)
+        if text:
+            out[mode] = tuple(gears.gear_values(mode, text, text.split(";")[0].count(",") + 1))
+    if args.input_shape_range:
+        shapes, ranges = gears.parse_ranges(args.input_shape_range)
+        out["input_shape_range"] = {
+            name: tuple(ranges.get((name, k), d) for k, d in enumerate(dims))
+            for name, dims in shapes.items()}
+    return out
 
 
 def batch_sizes(text: str | None) -> tuple[int, ...]:
@@ -106,8 +151,10 @@ def run(args: argparse.Namespace) -> int:
         return atc.model_info(args)
     source = model_path(args)
     framework = atc.framework(args.framework, source)
+    if args.weight is not None and framework != "caffe":
+        raise UsageError("--weight is the Caffe .caffemodel; it needs --framework=0")
     if mode == "3":
-        return atc.pre_check(args, source, _onnx_bytes(source, framework, args))
+        return atc.pre_check(args, source, framework)
     return _compile(args, source, framework)
 
 
@@ -120,6 +167,9 @@ def _output(args: argparse.Namespace) -> Path:
 def _compile(args: argparse.Namespace, source: Path, framework: str) -> int:
     output = _output(args)
     check_output_path(output, [source])
+    fusion_json = check_output_path(output.parent / FUSION_RESULT, [source, output])
+    onnx_out = (check_output_path(output.with_suffix(".optimized.onnx"), [source, output])
+                if args.save_onnx else None)
     if args.report:
         from ..report import report_paths
 
@@ -129,38 +179,86 @@ def _compile(args: argparse.Namespace, source: Path, framework: str) -> int:
     opts = compile_options(args)
     with Progress() as progress:
         progress(f"load {framework} model")
-        graph = _load(source, framework, opts, args.trust_archive)
+        start = time.perf_counter()
+        graph = _load(source, framework, opts, args)
+        loaded = {"start": start - started(), "load": time.perf_counter() - start}
+        log.debug("phase load: %.3f s (%s)", loaded["load"], source)
+        if framework == "tensorflow":
+            opts = _tensorflow_options(opts, graph)
         try:
             result = compile_model(graph, opts, output, command_line=args.command_line,
-                                   source=str(source), progress=progress)
+                                   source=str(source), framework=framework,
+                                   progress=progress, phases=loaded)
         except (ModelError, ResourceLimit) as e:  # found in the model after loading it
             raise e.with_place(file=str(source))
-        written = _write_report(args, result, progress) if args.report else []
-    print(summary.optimize_summary(result.optimize))
-    print(summary.precision_summary(result.report["precision"]))
-    print()
-    print(summary.build_summary(result.build))
-    for path in written:
-        print(f"wrote {path}")
+        written: list[Path] = [result.path]
+        with _all_or_none(written):  # the .om and the files beside it, or none of them
+            phases = dict(result.phases)
+            start = time.perf_counter()
+            written += _write_report(args, result, progress) if args.report else []
+            written.append(_write_fusion_result(fusion_json, result.report))
+            if onnx_out is not None:
+                from ..onnx_io import save_model
+
+                written.append(save_model(result.graph, onnx_out))
+            phases["report"] = time.perf_counter() - start
+            progress.close()
+            print(summary.conversion_summary(result.report, phases))
+            print(f"wrote {result.path} ({summary.mib(result.path.stat().st_size)}, "
+                  f"{len(result.build.variants)} variant(s))")
+            for path in written[1:]:
+                print(f"wrote {path}")
+            sys.stdout.flush()
     return 0
 
 
-def _load(source: Path, framework: str, opts: CompileOptions, trust: bool) -> Graph:
+@contextlib.contextmanager
+def _all_or_none(written: list[Path]) -> Iterator[None]:
+    """Remove every file in ``written`` when the block fails or is interrupted, so a
+    conversion leaves all its outputs or none (the .om alone would be a partial result). A
+    closed stdout (``| head``) is not a failure of the conversion: the files stay."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except BaseException:
+        for path in written:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        raise
+
+
+def _load(source: Path, framework: str, opts: CompileOptions, args: argparse.Namespace
+          ) -> Graph:
     if framework == "pytorch":
         from ..frontends.torch import convert_archive
 
         batch = min(opts.dynamic_batch_size or (1,))
-        return convert_archive(source, opts.input_shape, batch=batch, trust=trust)
+        return convert_archive(source, opts.input_shape, batch=batch,
+                               trust=args.trust_archive)
+    if framework != "onnx":
+        from ..frontends.formats import load
+
+        return load(source, framework, opts.input_shape, weight=args.weight,
+                    out_nodes=options.out_nodes(args.out_nodes))
     return load_model(source, max_bytes=DEFAULT_MAX_TENSOR_BYTES)
 
 
-def _onnx_bytes(source: Path, framework: str, args: argparse.Namespace) -> bytes:
-    if framework == "pytorch":
-        from ..frontends.torch import archive_onnx
+def _tensorflow_options(opts: CompileOptions, graph: Graph) -> CompileOptions:
+    """atc's TF defaults: shapes by the graph's names, NHWC; out_nodes done by tf2onnx."""
+    from ..frontends.tensorflow import graph_shapes
 
-        return archive_onnx(source, options.input_shapes(args.input_shape),
-                            trust=args.trust_archive)
-    return read_file(source)
+    fmt = opts.input_format or ("NHWC" if any(v.type.rank == 4 for v in graph.inputs) else "")
+    return dataclasses.replace(opts, input_shape=graph_shapes(opts.input_shape), out_nodes=(),
+                               input_format=fmt)
+
+
+def _write_fusion_result(path: Path, report: dict[str, Any]) -> Path:
+    """atc's ``fusion_result.json`` (``report.fusion_result``), next to the ``.om``."""
+    from ..report.fusion_result import fusion_result
+
+    data = fusion_result(report["optimize"]["rules"])
+    return atomic_write(path, json.dumps(data, indent=4).encode())
 
 
 def _write_report(args: argparse.Namespace, result: object, progress: Progress) -> list[Path]:

@@ -2,7 +2,8 @@
 
 Runs the optimizer exactly as ``optimize`` would (same flags) and prints, for every fusion,
 the new node, the chain of rules behind it (earliest first) and the source nodes it replaced;
-then, per rule, the guards that rejected its matches ("matched but not applied") with counts.
+then, per rule, where it matched, applied and was kept in the graph, and the guards that
+rejected its matches ("matched but not applied") with counts.
 ``--node`` keeps fusions whose new or replaced node names contain TEXT; ``--rule`` keeps one
 rule's fusions and rejections. Nothing is written.
 
@@ -45,8 +46,12 @@ def explain_lines(report: OptimizeReport, node: str | None, rule: str | None) ->
         replaced = ", ".join(f"{n} ({op})" for n, op in f.replaced) or "nothing"
         lines.append(f"  {f.node} ({f.op}) <- {' -> '.join(f.chain or (f.rule,))}; "
                      f"replaces {replaced}")
-    rejected = {r: reasons for r, reasons in report.rejected().items()
-                if rule is None or r == rule}
+    stats = {r: s for r, s in report.rules.items() if rule is None or r == rule}
+    lines.append("rules (places matched / applied / kept in the graph):" if stats
+                 else "no rule matched")
+    for name, s in sorted(stats.items(), key=lambda kv: (-kv[1]["kept"], kv[0])):
+        lines.append(f"  {name}: {s['matches']} / {s['applied']} / {s['kept']}")
+    rejected = {r: reasons for r, reasons in report.rejected().items() if r in stats}
     lines.append("matched but not applied:" if rejected else "no rule was rejected by a guard")
     for name, reasons in sorted(rejected.items()):
         for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1]):

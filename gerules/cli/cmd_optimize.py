@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 
 from ..errors import UsageError
 from ..fileio import atomic_write, check_output_path
 from ..onnx_io import save_model
 from ..opt.optimize import optimize
-from . import options, summary
+from . import options, started, summary
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -38,11 +39,16 @@ def run(args: argparse.Namespace) -> int:
     if args.report:
         check_output_path(args.report, [args.model, args.output])
     opts = options.optimize_options(args)
+    start = time.perf_counter()
     graph = options.load_with_shapes(args)
+    phases = {"start": start - started(), "load": time.perf_counter() - start}
     result, report = optimize(graph, opts)
+    phases.update(report.phases)
+    start = time.perf_counter()
     save_model(result, args.output)
     if args.report:
         atomic_write(args.report, json.dumps(report.to_json(), indent=1).encode())
-    print(summary.optimize_summary(report))
+    phases["write"] = time.perf_counter() - start
+    print(summary.optimize_summary(report, phases))
     print(f"wrote {args.output}")
     return 0

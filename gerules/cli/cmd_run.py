@@ -22,6 +22,7 @@ import hashlib
 import logging
 import os
 import re
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -32,6 +33,7 @@ import numpy as np
 
 from ..build import check_budget
 from ..errors import GeError, ModelError, UsageError
+from ..ir.dims import symbol_sizes
 from ..ir.graph import Value
 from ..onnx_io import DEFAULT_MAX_TENSOR_BYTES, load_model
 from ..runtime.executor import Executor
@@ -49,6 +51,8 @@ class Runnable:
     inputs: tuple[Value, ...]
     outputs: tuple[str, ...]
     run: RunFn
+    gears: tuple[Mapping[str, int], ...] = ()  # the compiled dims of a .om with several
+    ranges: tuple[Mapping[str, tuple[int, int]], ...] = ()  # its range buckets, if any
 
 
 def load_onnx(path: Path, args: argparse.Namespace) -> Runnable:
@@ -67,7 +71,10 @@ def load_om(path: Path, args: argparse.Namespace) -> Runnable:
 
     model = Model.load(path, streams=getattr(args, "streams", None))
     inputs = tuple(Value.of(d.name, d.dtype, d.shape) for d in model.inputs)
-    return Runnable(inputs, tuple(d.name for d in model.outputs), model.run)
+    ranges = tuple(v.ranges for v in model.variants if v.ranges)
+    gears = (tuple(v.dims for v in model.variants)
+             if len(model.variants) > 1 and not ranges else ())
+    return Runnable(inputs, tuple(d.name for d in model.outputs), model.run, gears, ranges)
 
 
 # Model loaders by file suffix (lower case). The first entry is the fallback.
@@ -106,6 +113,12 @@ def _byte_count(text: str) -> int:
 def run(args: argparse.Namespace) -> int:
     model = _load(args.model, args)
     inputs = _feeds(model, args)
+    if model.gears and not getattr(args, "quiet", False):
+        shapes = {v.name: inputs[v.name].shape for v in model.inputs}
+        gear = {k: n for k, n in symbol_sizes(model.inputs, shapes).items()
+                if k in model.gears[0]}
+        print(f"ge-rewrite: running the gear {feeds.gear_name(gear)} (compiled: "
+              f"{'; '.join(feeds.gear_name(g) for g in model.gears)})", file=sys.stderr)
     start = time.perf_counter()
     try:
         with np.errstate(all="ignore"):  # NaN/Inf are results to report, not warnings
@@ -134,11 +147,40 @@ def _feeds(model: Runnable, args: argparse.Namespace) -> dict[str, np.ndarray]:
             raise UsageError(f"--input {name}: the model has no input '{name}' to feed "
                              f"(inputs: {', '.join(sorted(known)) or 'none'})")
     given = {name: feeds.read_npy(p, args.max_tensor_bytes) for name, p in files.items()}
-    rest = [v for v in model.inputs if v.name not in given]
-    shapes = feeds.concrete_shapes(rest, feeds.parse_shape_specs(args.input_shape))
-    drawn = feeds.random_feeds(rest, shapes, args.seed, args.max_tensor_bytes)
     _check_given(model.inputs, given, files)
+    bound = symbol_sizes([v for v in model.inputs if v.name in given],
+                   {k: a.shape for k, a in given.items()})
+    if model.gears and given and feeds.pick_gear(model.gears, bound) is None:
+        raise ModelError(f"{feeds.gear_name(bound)} was not compiled; the model has "
+                         f"{', '.join(feeds.gear_name(g) for g in model.gears)}",
+                         file=", ".join(str(p) for p in files.values()))
+    rest = [v for v in model.inputs if v.name not in given]
+    lows = {s: lo for s, (lo, _) in model.ranges[0].items()} if model.ranges else None
+    shapes = feeds.concrete_shapes(rest, feeds.parse_shape_specs(args.input_shape),
+                                   bound=bound, gears=model.gears, defaults=lows)
+    if model.ranges:
+        _check_ranges(model, {**symbol_sizes(rest, shapes), **bound}, files)
+    drawn = feeds.random_feeds(rest, shapes, args.seed, args.max_tensor_bytes)
     return {**given, **drawn}
+
+
+def _check_ranges(model: Runnable, sizes: Mapping[str, int], files: Mapping[str, Path]
+                  ) -> None:
+    """Sizes outside every range bucket: a usage error, or bad input when a file gave them."""
+    if any(all(lo <= sizes.get(s, -1) <= hi for s, (lo, hi) in r.items())
+           for r in model.ranges):
+        return
+    have = feeds.gear_name({s: sizes[s] for s in model.ranges[0] if s in sizes})
+    spans = ", ".join(f"{s} in {lo}..{hi}" for s, (lo, hi) in sorted(
+        {s: (min(r[s][0] for r in model.ranges), max(r[s][1] for r in model.ranges))
+         for s in model.ranges[0]}.items()))
+    message = f"{have} is outside the compiled ranges ({spans})"
+    if files:
+        raise ModelError(message, file=", ".join(str(p) for p in files.values()))
+    raise UsageError(f"--input-shape: {message}")
+
+
+
 
 
 def _check_given(inputs: Sequence[Value], given: Mapping[str, np.ndarray],

@@ -9,8 +9,10 @@ Invariants:
   over the byte budget a ``ResourceLimit`` (exit 3).
 - Random inputs are a pure function of the seed and the input list: floats ~ N(0, 1),
   integers uniform in ``[0, INT_HIGH)`` (valid as small indices), bools fair coins.
-- A symbolic dim takes the size given for it by ``--input-shape`` of any input, else 1 (with
-  a warning naming the dim); the same name gets the same size in every input.
+- A symbolic dim takes the size given for it by a ``.npy`` file or ``--input-shape`` of any
+  input, else the first compiled gear's (a ``.om`` with several), else 1 (with a warning
+  naming the dim); the same name gets the same size in every input. Sizes no gear was
+  compiled for are refused before anything runs.
 """
 
 from __future__ import annotations
@@ -115,19 +117,44 @@ def _read_npy(f: BinaryIO, path: Path, max_bytes: int) -> np.ndarray:
     return data.reshape(shape, order="F" if fortran else "C")
 
 
-def concrete_shapes(inputs: Sequence[Value], given: Mapping[str, tuple[int, ...]]
-                    ) -> dict[str, tuple[int, ...]]:
-    """A static shape per input: from ``--input-shape``, else declared dims with symbols bound."""
+def concrete_shapes(inputs: Sequence[Value], given: Mapping[str, tuple[int, ...]], *,
+                    bound: Mapping[str, int] | None = None,
+                    gears: Sequence[Mapping[str, int]] = (),
+                    defaults: Mapping[str, int] | None = None) -> dict[str, tuple[int, ...]]:
+    """A static shape per input: from ``--input-shape``, else declared dims with symbols bound
+    (by ``bound``: sizes the caller already knows, e.g. from ``.npy`` files; by the specs; then
+    by the first compiled gear of ``gears`` that agrees with them, by ``defaults``, else 1
+    with a warning)."""
     names = {v.name for v in inputs}
     for name in given:
         if name not in names:
             raise UsageError(f"--input-shape: no model input is called '{name}' (inputs: "
                              f"{', '.join(sorted(names))})")
-    bound: dict[str, int] = {}
+    bound = dict(bound or {})
     for v in inputs:
         if v.name in given:
             _bind(v, given[v.name], bound)
+    if gears:
+        gear = pick_gear(gears, bound)
+        if gear is None:
+            raise UsageError(f"--input-shape: {gear_name(bound)} was not compiled; the model "
+                             f"has {', '.join(gear_name(g) for g in gears)}")
+        bound = {**gear, **bound}
+    bound = {**(defaults or {}), **bound}
     return {v.name: given.get(v.name) or _default_shape(v, bound) for v in inputs}
+
+
+def pick_gear(gears: Sequence[Mapping[str, int]], bound: Mapping[str, int]
+              ) -> Mapping[str, int] | None:
+    """The first gear whose sizes agree with every dim already bound."""
+    for gear in gears:
+        if all(bound.get(k, n) == n for k, n in gear.items()):
+            return gear
+    return None
+
+
+def gear_name(dims: Mapping[str, int]) -> str:
+    return ",".join(f"{k}={n}" for k, n in sorted(dims.items())) or "the static shapes"
 
 
 def _bind(v: Value, dims: tuple[int, ...], bound: dict[str, int]) -> None:

@@ -3,70 +3,185 @@
 Invariants:
 - Each subcommand lives in its own module ``gerules.cli.cmd_<name>`` exposing
   ``register(subparsers)``; it sets ``func(args) -> int`` on its parser.
-- Every ``GeError`` becomes one line ``ge-rewrite: error: <place>: <reason>`` on stderr and
-  its ``exit_code`` (1 bad input, 2 usage, 3 limits); argparse misuse exits 2; Ctrl-C exits
-  130; a closed stdout (``| head``) exits quietly; any other exception is an internal error
-  (exit 70, one line, the traceback only with ``--debug``).
+- Every long flag is accepted in both spellings (``--input_shape`` and ``--input-shape``):
+  each parser rewrites a spelling it does not know into the one it does before parsing.
+  ``--log`` (any case), ``--quiet`` and ``--debug`` work before or after the subcommand.
+- An unknown flag is one line naming it, with the closest known flag ("did you mean"), exit 2.
+- Exit codes (``EXIT_CODES``, printed by ``--help``): every ``GeError`` becomes one line
+  ``ge-rewrite: error: <place>: <reason>`` on stderr and its ``exit_code`` (1 bad input, 2
+  usage, 3 limits); argparse misuse exits 2; Ctrl-C exits 130; a closed stdout (``| head``)
+  exits quietly; any other exception is an internal error (exit 70, one line, the traceback
+  only with ``--debug``).
+- ``--quiet`` prints nothing but errors: stdout goes nowhere and the log level is ``error``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import os
 import shlex
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from ..errors import GeError
+from . import mark_start
 from .atc import route
 
 PROG = "ge-rewrite"
 
 # Subcommand modules, in the order ``--help`` lists them.
 COMMANDS: tuple[str, ...] = ("compile", "optimize", "run", "inspect", "rules", "ops", "explain")
+LOG_LEVELS = ("debug", "info", "warning", "error", "null")
+EXIT_CODES = {0: "done", 1: "bad input: a model, rule, .om, .npy or other file, or what it "
+              "holds", 2: "bad command line: a flag, a value, a combination",
+              3: "a size or time limit", 70: "internal error (a bug in gerules)",
+              130: "interrupted (Ctrl-C)"}
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports misuse in our one-line format (exit 2)."""
+    """argparse that reports misuse in our one-line format (exit 2) and takes both spellings
+    of every long flag."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{PROG}: error: {message} (see '{self.prog} --help')\n")
 
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        raw = list(sys.argv[1:] if args is None else args)
+        end = raw.index("--") if "--" in raw else len(raw)
+        fixed = [self.respell(a) for a in raw[:end]] + raw[end:]
+        return super().parse_known_args(fixed, namespace)
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Rule-driven graph compiler for an Ascend-like NPU.")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
-    parser.add_argument("--log", default=os.environ.get("GE_LOG", "warning"),
-                        choices=["debug", "info", "warning", "error", "null"],
-                        help="log level (atc's --log)")
+    def respell(self, arg: str) -> str:
+        """``arg`` with its flag in the spelling this parser knows (``_`` or ``-``)."""
+        if not arg.startswith("--") or len(arg) < 3:
+            return arg
+        flag, eq, value = arg.partition("=")
+        if flag in self._option_string_actions:
+            return arg
+        for alt in ("--" + flag[2:].replace("-", "_"), "--" + flag[2:].replace("_", "-")):
+            if alt in self._option_string_actions:
+                return alt + eq + value
+        return arg
+
+    def flags(self) -> set[str]:
+        return {f for f in self._option_string_actions if f.startswith("--")}
+
+
+def log_level(text: str) -> str:
+    """``--log``'s value in any case (atc writes ``--log=INFO``)."""
+    level = text.strip().lower()
+    if level not in LOG_LEVELS:
+        from ..ir.registry import suggest
+
+        raise argparse.ArgumentTypeError(f"'{text}' is not a log level{suggest(level, LOG_LEVELS)}"
+                                         f"; choose one of {', '.join(LOG_LEVELS)}")
+    return level
+
+
+def add_global_flags(p: argparse.ArgumentParser, *, top: bool = False) -> None:
+    """``--log``, ``--quiet`` and ``--debug``: on the top parser with defaults, on each
+    subcommand without (so a value given before the subcommand stays)."""
+    default: dict[str, Any] = {} if top else {"default": argparse.SUPPRESS}
+    p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors",
+                   **default)
+    p.add_argument("--log", type=log_level, metavar="LEVEL",
+                   help="log level, any case: debug, info, warning (default), error, null "
+                   "(atc's --log)", **({"default": os.environ.get("GE_LOG", "warning")}
+                                       if top else default))
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="print nothing but errors", **default)
+
+
+def build_parser() -> _Parser:
+    epilog = "exit codes: " + "; ".join(f"{k} {v}" for k, v in EXIT_CODES.items())
+    parser = _Parser(prog=PROG, description="Rule-driven graph compiler for an Ascend-like NPU.",
+                     epilog=epilog)
+    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
+    add_global_flags(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
         importlib.import_module(f"{__package__}.cmd_{name}").register(sub)
+    for p in set(sub.choices.values()):
+        _add_missing_globals(p)
     return parser
 
 
+def _add_missing_globals(p: argparse.ArgumentParser) -> None:
+    if "--quiet" not in p._option_string_actions:
+        add_global_flags(p)
+    for action in p._actions:  # nested subcommands (rules check/list/verify)
+        if isinstance(action, argparse._SubParsersAction):
+            for child in set(action.choices.values()):
+                _add_missing_globals(child)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gerules")
+    except PackageNotFoundError:
+        from .. import __version__
+
+        return __version__
+
+
+def _unknown(parser: _Parser, args: argparse.Namespace, extra: list[str]) -> str:
+    """One line for unrecognized arguments, with the closest flag of that command."""
+    from ..ir.registry import suggest
+
+    command = _command_parser(parser, args)
+    known = command.flags() | parser.flags()
+    flag = next((e for e in extra if e.startswith("-")), extra[0]).split("=", 1)[0]
+    hint = suggest(flag, known) or suggest(flag.replace("-", "_"), known)
+    return (f"{PROG}: error: unrecognized arguments: {' '.join(extra)}{hint} "
+            f"(see '{command.prog} --help')")
+
+
+def _command_parser(parser: _Parser, args: argparse.Namespace) -> _Parser:
+    found: _Parser = parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and getattr(args, "command", None):
+            found = action.choices.get(args.command, parser)
+    for action in found._actions:  # one level down: rules check/list/verify
+        sub = getattr(args, "rules_command", None)
+        if isinstance(action, argparse._SubParsersAction) and sub in action.choices:
+            found = action.choices[sub]
+    return found
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    mark_start()
     try:  # importing the subcommands takes a moment: Ctrl-C then is no traceback either
         parser = build_parser()
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     raw = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(route(raw))  # atc-style lines (--model=...) mean compile
+    args, extra = parser.parse_known_args(route(raw))  # --model=... without a command: compile
+    if extra:
+        print(_unknown(parser, args, extra), file=sys.stderr)
+        return 2
     args.command_line = shlex.join([PROG, *raw])  # recorded verbatim in what we write
-    if args.log != "null":
-        logging.basicConfig(level=args.log.upper(), format=f"{PROG}: %(levelname)s: %(message)s")
+    level = "error" if args.quiet and args.log != "null" else args.log
+    if level != "null":
+        logging.basicConfig(level=level.upper(), format=f"{PROG}: %(levelname)s: %(message)s")
     else:  # no handler at all would make logging print warnings through its last resort
         logging.getLogger().addHandler(logging.NullHandler())
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     try:
-        code = int(args.func(args) or 0)
-        sys.stdout.flush()
+        with _quiet(args.quiet):
+            code = int(args.func(args) or 0)
+            sys.stdout.flush()
         return code
     except GeError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
@@ -84,6 +199,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: internal error: {detail} (rerun with --debug for a traceback)",
               file=sys.stderr)
         return 70
+
+
+@contextlib.contextmanager
+def _quiet(on: bool) -> Iterator[None]:
+    if not on:
+        yield
+        return
+    with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
+        yield
 
 
 def _silence_stdout() -> None:

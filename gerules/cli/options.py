@@ -20,7 +20,14 @@ from ..ir.verify import verify
 from ..onnx_io import DEFAULT_MAX_TENSOR_BYTES, load_model
 from ..opt.optimize import LEVELS, TARGETS, OptimizeOptions, rule_library, switch_names
 from ..opt.switches import ATC_NAMES, Switches, read_switch_file
-from ..precision import DEFAULT_MODE, MODES, KeepDtype, read_keep_dtype, read_mixlist
+from ..precision import (
+    DEFAULT_CHECK,
+    DEFAULT_MODE,
+    MODES,
+    KeepDtype,
+    read_keep_dtype,
+    read_mixlist,
+)
 from ..precision.policy import check_mode
 
 log = logging.getLogger(__name__)
@@ -108,9 +115,6 @@ def input_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
     return out
 
 
-LOG_LEVELS = ("debug", "info", "warning", "error", "null")
-
-
 def add_conversion_flags(p: argparse.ArgumentParser) -> None:
     """atc's conversion flags: formats, outputs and precision."""
     p.add_argument("--input_format", metavar="FMT",
@@ -125,6 +129,24 @@ def add_conversion_flags(p: argparse.ArgumentParser) -> None:
                    help="atc's black/white/gray list changes (allow_mix_precision only)")
     p.add_argument("--keep_dtype", metavar="FILE",
                    help="nodes (or OpType::Name) that keep their original dtype, one a line")
+    p.add_argument("--op_select_implmode", default="high_precision", metavar="MODE",
+                   help="high_precision (default: exact forms) or high_performance (fast "
+                   "forms where the library has both, e.g. GELU tanh for erf)")
+    p.add_argument("--optypelist_for_implmode", metavar="TYPE,...",
+                   help="op types the implmode applies to (default: all that have two forms)")
+    p.add_argument("--disable_reuse_memory", default="0", metavar="0|1",
+                   help="1: every tensor gets its own block (debugging; atc's flag)")
+    p.add_argument("--buffer_optimize", metavar="MODE",
+                   help="atc's l1_optimize, l2_optimize or off_optimize: accepted and recorded; "
+                   "no effect on this cost model")
+    p.add_argument("--aicore_num", type=int, metavar="N",
+                   help="AI cores to estimate with: scales the SoC profile's peaks")
+    p.add_argument("--enable_small_channel", default="0", metavar="0|1",
+                   help="atc's small-channel layout for the first conv: recorded; no effect "
+                   "until layout formats exist")
+    p.add_argument("--check_precision", default=DEFAULT_CHECK, metavar="off|quick|full",
+                   help="measure the output error of a precision change: off, quick (default: "
+                   "one draw when it is cheap) or full (every gear, several draws)")
 
 
 def conversion_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -136,7 +158,23 @@ def conversion_options(args: argparse.Namespace) -> dict[str, Any]:
         "precision_mode": args.precision_mode,
         "modify_mixlist": read_mixlist(args.modify_mixlist) if args.modify_mixlist else None,
         "keep_dtype": read_keep_dtype(args.keep_dtype) if args.keep_dtype else KeepDtype(),
+        "check_precision": args.check_precision.strip().lower(),
+        "aicore_num": args.aicore_num,
+        "op_select_implmode": args.op_select_implmode.strip().lower(),
+        "optypelist_for_implmode": tuple(t.strip() for t in (
+            args.optypelist_for_implmode or "").split(",") if t.strip()),
+        "reuse_memory": not switch("--disable_reuse_memory", args.disable_reuse_memory),
+        "buffer_optimize": (args.buffer_optimize or "").strip().lower(),
+        "enable_small_channel": switch("--enable_small_channel", args.enable_small_channel),
     }
+
+
+def switch(flag: str, value: str) -> bool:
+    """atc's 0/1 switches (also true/false)."""
+    text = str(value).strip().lower()
+    if text not in ("0", "1", "true", "false"):
+        raise UsageError(f"{flag}: expected 0 or 1, got '{value}'")
+    return text in ("1", "true")
 
 
 def out_nodes(text: str | None) -> tuple[tuple[str, int], ...]:

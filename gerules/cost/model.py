@@ -21,8 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
+from ..ir.dtypes import itemsize
 from ..ir.graph import Graph, Node, TensorType
 from ..ir.infer import schema_for
 from ..ir.registry import Call, OpSchema, Registry, default_registry
@@ -62,7 +61,7 @@ def _bytes(t: TensorType | None) -> int:
     n = 1
     for d in t.shape:
         n *= d if isinstance(d, int) else 1
-    return n * np.dtype(t.dtype).itemsize
+    return n * itemsize(t.dtype)
 
 
 def _numel(t: TensorType) -> int:

@@ -7,12 +7,17 @@ Invariants:
   naming the file and the field.
 - ``peak_flops(unit, dtype)`` falls back to the unit's ``any`` entry, then to its slowest
   listed dtype, so an op in an unlisted dtype is never estimated faster than a listed one.
+- A SoC name listed in ``profiles/closest.yaml`` (``Ascend910B4``, ``Ascend310B1``...) loads
+  the closest shipped profile under its own name, with ``note`` saying which profile stands
+  in; ``with_cores(profile, n)`` scales the cube and vector peaks to ``n`` of its AI cores
+  (atc's ``--aicore_num``); launch overheads and memory bandwidth stay.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -35,6 +40,7 @@ class SocProfile:
     view_us: float
     ai_cores: int
     sources: tuple[str, ...] = ()
+    note: str = ""  # how this profile was derived (closest profile, scaled AI cores)
 
     def peak_flops(self, unit: str, dtype: str) -> float:
         table = self.peak_flops_per_us[unit]
@@ -52,12 +58,52 @@ class SocProfile:
             "launch_us": dict(self.launch_us),
             "view_us": self.view_us,
             "ai_cores": self.ai_cores,
+            "note": self.note,
         }
 
 
+CLOSEST_FILE = "closest.yaml"
+
+
 def shipped_profiles() -> list[str]:
+    """Names with a profile of their own."""
     folder = resources.files("gerules.cost.profiles")
-    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+    return sorted(p.name[:-5] for p in folder.iterdir()
+                  if p.name.endswith(".yaml") and p.name != CLOSEST_FILE)
+
+
+@lru_cache(maxsize=1)
+def closest_profiles() -> dict[str, str]:
+    """SoC name -> the shipped profile that stands in for it (``profiles/closest.yaml``)."""
+    text = resources.files("gerules.cost.profiles").joinpath(CLOSEST_FILE).read_text()
+    return {str(k): str(v) for k, v in (yaml.safe_load(text) or {}).items()}
+
+
+def soc_names() -> list[str]:
+    """Every ``--soc_version`` accepted by name."""
+    return sorted({*shipped_profiles(), *closest_profiles()})
+
+
+def with_cores(profile: SocProfile, cores: int) -> SocProfile:
+    """``profile`` with ``cores`` of its AI cores: cube and vector peaks scale, the rest stays."""
+    if not 1 <= cores <= profile.ai_cores:
+        raise UsageError(f"--aicore_num: {cores} is outside 1..{profile.ai_cores}, the AI cores "
+                         f"of {profile.name}")
+    if cores == profile.ai_cores:
+        return profile
+    factor = cores / profile.ai_cores
+    peaks = {u: ({d: v * factor for d, v in t.items()} if u in ("cube", "vector") else dict(t))
+             for u, t in profile.peak_flops_per_us.items()}
+    note = "; ".join(filter(None, [profile.note, f"{cores} of {profile.ai_cores} AI cores "
+                                   "(--aicore_num): cube and vector peaks scaled"]))
+    return replace(profile, peak_flops_per_us=peaks, ai_cores=cores, note=note)
+
+
+@lru_cache(maxsize=32)
+def profile_for(soc: str, aicore_num: int | None = None) -> SocProfile:
+    """The profile ``--soc_version`` and ``--aicore_num`` ask for."""
+    profile = load_profile(soc)
+    return profile if aicore_num is None else with_cores(profile, aicore_num)
 
 
 def load_profile(name_or_path: str = DEFAULT_SOC) -> SocProfile:
@@ -69,14 +115,21 @@ def load_profile(name_or_path: str = DEFAULT_SOC) -> SocProfile:
         except OSError as e:
             raise UsageError(f"{path}: cannot read SoC profile: {e.strerror}") from None
         return parse_profile(text, str(path))
-    names = shipped_profiles()
-    if name_or_path not in names:
+    names, closest = shipped_profiles(), closest_profiles()
+    if name_or_path not in names and name_or_path not in closest:
         from ..ir.registry import suggest
 
-        raise UsageError(f"unknown --soc_version '{name_or_path}'{suggest(name_or_path, names)}"
-                         f"; choose one of {', '.join(names)}")
-    text = resources.files("gerules.cost.profiles").joinpath(f"{name_or_path}.yaml").read_text()
-    return parse_profile(text, f"{name_or_path}.yaml")
+        known = soc_names()
+        raise UsageError(f"unknown --soc_version '{name_or_path}'{suggest(name_or_path, known)}"
+                         f"; choose one of {', '.join(known)}")
+    base = closest.get(name_or_path, name_or_path)
+    text = resources.files("gerules.cost.profiles").joinpath(f"{base}.yaml").read_text()
+    profile = parse_profile(text, f"{base}.yaml")
+    if base == name_or_path:
+        return profile
+    return replace(profile, name=name_or_path,
+                   note=f"no figures of its own here: estimated with the {base} profile, the "
+                        "closest shipped one")
 
 
 def parse_profile(text: str, where: str) -> SocProfile:

@@ -150,7 +150,8 @@ class MatchEnv:
 
 
 class LiteralCheck:
-    """The class bound to ``name`` holds a constant equal to the pattern's literal."""
+    """The class bound to ``name`` holds a constant equal to the pattern's literal; any other
+    class is no match at all (``Reject.miss``), not a rejected one."""
 
     def __init__(self, name: str, value: Any, text: str) -> None:
         self.name, self.value, self.reason = name, value, f"pattern constant {text}"
@@ -159,11 +160,11 @@ class LiteralCheck:
         array = class_value(egraph, int(subst[self.name]))
         if array is not None and matches_literal(np.asarray(array), self.value):
             return subst
-        return Reject(self.reason)
+        return Reject(self.reason, miss=True)
 
 
 class FloatAttrCheck:
-    """A float attribute equals the pattern's value at float32 precision."""
+    """A float attribute equals the pattern's value at float32 precision (else no match)."""
 
     def __init__(self, name: str, attr: str, value: float) -> None:
         self.name, self.value = name, np.float32(value)
@@ -172,7 +173,7 @@ class FloatAttrCheck:
     def __call__(self, egraph: EGraph, root: int, subst: Subst) -> Subst | Reject:
         found = subst[self.name]
         ok = isinstance(found, (int, float)) and np.float32(found) == self.value
-        return subst if ok else Reject(self.reason)
+        return subst if ok else Reject(self.reason, miss=True)
 
 
 class PortAttr:

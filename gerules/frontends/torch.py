@@ -28,6 +28,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 import warnings
 import zipfile
 from collections.abc import Mapping, Sequence
@@ -75,8 +76,38 @@ def export_onnx(module: Any, example_inputs: Sequence[Any], *,
                               dynamic_axes=axes)
         except Exception as e:  # torch raises many types; all mean "could not export"
             detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise ModelError(f"torch.onnx.export failed: {detail}") from None
+            raise ModelError(guard_hint(detail, names, args)
+                             or f"torch.onnx.export failed: {detail}") from None
     return buffer.getvalue()
+
+
+# torch.export's shape guards, as torch words them ("Guard failed: x.size()[0] == 2", and
+# "Expected input at *args[0].shape[0] to be equal to 2, but got 1").
+_GUARDS = (re.compile(r"Guard failed: (?P<name>\w+)\.size\(\)\[(?P<dim>\d+)\] == (?P<size>\d+)"),
+           re.compile(r"input at \*args\[(?P<arg>\d+)\]\.shape\[(?P<dim>\d+)\] to be equal "
+                      r"to (?P<size>\d+)"))
+
+
+def guard_hint(detail: str, names: Sequence[str], args: Sequence[Any]) -> str | None:
+    """A torch.export shape guard in words, with the flag that fixes it; None otherwise."""
+    for pattern in _GUARDS:
+        m = pattern.search(detail)
+        if m is None:
+            continue
+        dim, size = int(m["dim"]), int(m["size"])
+        index = int(m["arg"]) if m.groupdict().get("arg") else (
+            names.index(m["name"]) if m["name"] in names else 0)
+        name = names[index] if index < len(names) else m.groupdict().get("name") or "input"
+        shape = list(getattr(args[index], "shape", ())) if index < len(args) else []
+        if dim < len(shape):
+            shape[dim] = size
+        dims = ",".join(str(d) for d in shape) or "..."
+        return (f"the torch.export program was exported with input '{name}' dim {dim} fixed to "
+                f"{size} and cannot be traced at another size: convert it at that size "
+                f"(--input_shape {name}:{dims}, without a dynamic shape flag), or re-export it "
+                f"with that dim dynamic (torch.export.export(model, args, dynamic_shapes="
+                f"{{'{name}': {{{dim}: torch.export.Dim('batch')}}}}))")
+    return None
 
 
 def _eval(module: Any) -> bool:

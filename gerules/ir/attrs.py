@@ -2,22 +2,27 @@
 
 Invariants:
 - Values are normalised on construction: lists become tuples, NumPy scalars become Python
-  scalars, ``bytes`` strings decode to ``str``, arrays become read-only copies.
+  scalars, ``bytes`` strings decode to ``str``, arrays become read-only copies; a subgraph
+  (a ``Graph``: the body of If, Loop, Scan) is kept as it is (it is immutable).
 - Two ``Attrs`` are equal when they hold the same names with equal values (arrays compare by
-  dtype, shape and contents), and equal ``Attrs`` hash equally, so nodes can key dictionaries.
+  dtype, shape and contents, subgraphs by ``Graph.key()``), and equal ``Attrs`` hash equally,
+  so nodes can key dictionaries.
 - Schema defaults are *not* stored here; ``OpSchema.resolve`` applies them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
-AttrValue = (
-    int | float | str | tuple[int, ...] | tuple[float, ...] | tuple[str, ...] | np.ndarray
-)
+if TYPE_CHECKING:
+    from .graph import Graph  # noqa: F401 - named in AttrValue
+
+AttrValue = Union[  # noqa: UP007 - "Graph" is a forward reference (graph imports attrs)
+    int, float, str, tuple[int, ...], tuple[float, ...], tuple[str, ...], np.ndarray, "Graph"
+]
 
 
 def normalize(value: Any) -> AttrValue:
@@ -43,6 +48,9 @@ def _key(value: AttrValue) -> Any:
     """A hashable stand-in for a value (arrays by dtype, shape and bytes)."""
     if isinstance(value, np.ndarray):
         return ("tensor", value.dtype.str, value.shape, value.tobytes())
+    key = getattr(value, "key", None)
+    if key is not None and callable(key):  # a subgraph
+        return ("graph", key())
     return value
 
 
@@ -98,6 +106,8 @@ class Attrs(Mapping[str, AttrValue]):
 def _short(value: AttrValue) -> str:
     if isinstance(value, np.ndarray):
         return f"tensor<{value.dtype.name}{list(value.shape)}>"
+    if hasattr(value, "nodes"):
+        return f"graph<{len(value.nodes)} nodes>"  # type: ignore[union-attr]
     return repr(value)
 
 

@@ -11,6 +11,10 @@ Invariants (checked by ``gerules.ir.verify.verify``):
 - Domain ``""`` is ai.onnx; fused NPU ops live in domain ``"ge"``.
 - ``functions`` holds the composite ops (``ir.composite``) the nodes use, with what they use,
   so a graph (and the ``.om`` or ONNX file written from it) runs without the rule files.
+- A subgraph (an attribute of If, Loop, Scan) is a ``Graph`` whose nodes may read names it
+  does not define: its ``free_names``, values of the enclosing graph. The node that owns it
+  lists those values as its last inputs (the reader appends them), in the order of
+  ``free_names`` over its subgraphs, so dependencies, lifetimes and renaming all see them.
 """
 
 from __future__ import annotations
@@ -25,13 +29,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .attrs import EMPTY, Attrs
-from .dtypes import DType
+from .dtypes import DType, itemsize
 
 if TYPE_CHECKING:
     from .composite import CompositeOp
 
 Dim = int | str
 Shape = tuple[Dim, ...]
+# The dtype of a subgraph input or output whose model leaves its type to inference (ONNX
+# function bodies do); only subgraph signatures hold it, inference replaces it.
+UNTYPED = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +67,7 @@ class TensorType:
 
     def nbytes(self) -> int | None:
         n = self.numel()
-        return None if n is None else n * np.dtype(self.dtype).itemsize
+        return None if n is None else n * itemsize(self.dtype)
 
     def __str__(self) -> str:
         dims = "?" if self.shape is None else ",".join(str(d) for d in self.shape)
@@ -199,6 +206,11 @@ class Graph:
         """The composite op ``domain.op`` this graph carries, if any."""
         return next((f for f in self.functions if f.domain == domain and f.name == op), None)
 
+    def key(self) -> tuple[Any, ...]:
+        """A hashable structural key (nodes, signature, weights by content)."""
+        return (self.nodes, self.inputs, self.outputs,
+                tuple(sorted((k, content_key(v)) for k, v in self.initializers.items())))
+
     def op_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for n in self.nodes:
@@ -213,3 +225,31 @@ def content_key(array: np.ndarray) -> str:
     h.update(repr(tuple(array.shape)).encode())
     h.update(np.ascontiguousarray(array).tobytes())
     return h.hexdigest()
+
+
+def free_names(graph: Graph) -> tuple[str, ...]:
+    """Names the nodes of ``graph`` read without ``graph`` defining them, in order of first
+    use (a subgraph's values from its enclosing graph)."""
+    defined = set(graph.input_names) | set(graph.initializers)
+    free: dict[str, None] = {}
+    for node in graph.nodes:
+        for name in node.present_inputs():
+            if name not in defined:
+                free.setdefault(name)
+        defined.update(node.outputs)
+    return tuple(free)
+
+
+def subgraphs(attrs: Mapping[str, Any]) -> list[Graph]:
+    """The subgraph attributes among a node's ``attrs``, by attribute name."""
+    return [v for _, v in sorted(attrs.items()) if isinstance(v, Graph)]
+
+
+def captures(attrs: Mapping[str, Any]) -> tuple[str, ...]:
+    """The enclosing-graph values read by the subgraphs among a node's ``attrs`` (the node's
+    last inputs)."""
+    seen: dict[str, None] = {}
+    for g in subgraphs(attrs):
+        for name in free_names(g):
+            seen.setdefault(name)
+    return tuple(seen)

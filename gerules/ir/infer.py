@@ -19,7 +19,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..errors import GeError, ShapeError
-from .graph import Graph, Node, Shape, TensorType, Value
+from .graph import UNTYPED, Graph, Node, Shape, TensorType, Value
 from .registry import NONDETERMINISTIC, OpSchema, Registry, default_registry
 from .symbolic import SymInts, of_array, sym_eval, sym_output_type
 
@@ -157,7 +157,7 @@ def _refine_output(v: Value, types: Mapping[str, TensorType], graph: Graph) -> V
 
 def refine(inferred: TensorType, declared: TensorType | None, node: Node, name: str) -> TensorType:
     """Combine an inferred and a declared type; keep the more precise dim of each."""
-    if declared is None:
+    if declared is None or declared.dtype == UNTYPED:
         return inferred
     if declared.dtype != inferred.dtype:
         raise ShapeError(

@@ -32,7 +32,7 @@ from ..errors import ModelError
 from .attrs import Attrs, AttrValue
 from .graph import TensorType
 
-AttrKind = Literal["int", "float", "string", "ints", "floats", "strings", "tensor"]
+AttrKind = Literal["int", "float", "string", "ints", "floats", "strings", "tensor", "graph"]
 Unit = Literal["cube", "vector", "scalar"]
 
 # Traits an op may carry (strings, so rules and the cost model can read them as data).
@@ -237,7 +237,8 @@ class Registry:
 
 
 # The newest opset per domain that the registry's schemas are written against.
-MAX_OPSET: dict[str, int] = {"": 28, "ge": 1}
+MAX_OPSET: dict[str, int] = {"": 28, "ge": 1, "ai.onnx.preview": 1,
+                             "ai.onnx.preview.training": 1}
 
 
 @cache

@@ -10,7 +10,8 @@ Invariants:
   whose input family is finished (every access happens before or at the overwriting node).
 - The order is the graph's own or a memory-aware one, whichever gives the smaller arena; offsets
   come from two strategies (greedy by size, first fit), the smaller arena wins, ties go to the
-  earlier candidate (file order, then greedy by size), so results are deterministic.
+  earlier candidate (file order, then greedy by size), so results are deterministic. Without
+  reuse (``reuse=False``) every tensor gets its own block, one after the other.
 - Figures are in aligned bytes: ``no_reuse`` (every tensor its own block), ``lower_bound`` (most
   bytes alive at once in the chosen order, with aliases), ``file_order_bound`` (the same for the
   graph's order without aliases: the bound a plain planner can reach at best), ``arena``,
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from types import MappingProxyType
 from typing import Any
 
@@ -46,7 +48,7 @@ class MemoryFigures:
     inputs: int
     inplace: int  # tensors written over their input's block
     views: int  # tensors sharing their input's block unchanged
-    strategy: str  # "greedy_by_size" or "first_fit"
+    strategy: str  # "greedy_by_size", "first_fit" or "no_reuse"
     order: str  # "file" or "memory_aware"
 
     def to_json(self) -> dict[str, Any]:
@@ -80,14 +82,15 @@ class _Candidate:
 
 
 def plan_memory(graph: Graph, *, streams: int = 1, memory_aware: bool = True,
-                inplace: bool = True, views: bool = True,
+                inplace: bool = True, views: bool = True, reuse: bool = True,
                 order: Sequence[int] | None = None, assignment: Sequence[int] | None = None,
                 registry: Registry | None = None) -> MemoryPlan:
     """Plan the arena of a shape-inferred graph with static shapes (see the module invariants).
 
     ``order`` fixes the node order (no other is tried); ``assignment`` fixes the stream of each
     position (``streams`` is then the stream count); both exist for tests and callers that
-    schedule themselves.
+    schedule themselves. ``reuse=False`` (atc's ``--disable_reuse_memory``, for debugging)
+    gives every tensor its own block: no in-place, no views, offsets one after the other.
     """
     from .verify import PlanError, check_order, check_streams, verify_plan
 
@@ -107,7 +110,8 @@ def plan_memory(graph: Graph, *, streams: int = 1, memory_aware: bool = True,
             orders["memory_aware"] = aware
     best: tuple[str, _Candidate] | None = None
     for name, candidate in orders.items():
-        cand = _plan_order(graph, candidate, streams, assignment, inplace, views, registry)
+        cand = _plan_order(graph, candidate, streams, assignment, inplace and reuse,
+                           views and reuse, registry, reuse)
         if best is None or cand.arena < best[1].arena:
             best = (name, cand)
     assert best is not None
@@ -121,7 +125,7 @@ def plan_memory(graph: Graph, *, streams: int = 1, memory_aware: bool = True,
 
 def _plan_order(graph: Graph, order: Sequence[int], stream_count: int,
                 assignment: Sequence[int] | None, inplace: bool, views: bool,
-                registry: Registry) -> _Candidate:
+                registry: Registry, reuse: bool = True) -> _Candidate:
     live = analyze(graph, order)
     sizes = {t.name: t.size for t in live.tensors}
     streams = (assign_streams(graph, order, stream_count, sizes) if assignment is None
@@ -140,8 +144,12 @@ def _plan_order(graph: Graph, order: Sequence[int], stream_count: int,
     def clash(i: int, js: Any) -> Any:
         return ~btl.ordered(i, js)
 
-    strategies = {"greedy_by_size": greedy_by_size(bsizes, clash),
-                  "first_fit": first_fit(bsizes, [live.tensors[r].first for r in roots], clash)}
+    if reuse:
+        firsts = [live.tensors[r].first for r in roots]
+        strategies = {"greedy_by_size": greedy_by_size(bsizes, clash),
+                      "first_fit": first_fit(bsizes, firsts, clash)}
+    else:  # every block after the previous one
+        strategies = {"no_reuse": list(accumulate(bsizes[:-1], initial=0))[:len(bsizes)]}
     strategy = min(strategies, key=lambda s: arena_size(bsizes, strategies[s]))
     block = dict(zip(roots, strategies[strategy], strict=True))
     offsets = {t.name: block[family[i]] for i, t in enumerate(live.tensors)}

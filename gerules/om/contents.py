@@ -6,7 +6,9 @@ Invariants:
 - Every ``Variant`` shares the graph's nodes and weights and fixes every shape: its ``graph``
   has static input and output types and a ``value_info`` entry for every node output (the tensor
   table), and its ``plan`` is a verified ``MemoryPlan`` for that graph. Dynamic batch stores one
-  variant per batch size; a static model has one variant named ``"default"``.
+  variant per batch size; a static model has one variant named ``"default"``. A range bucket
+  (``ranges``) is planned at its highest sizes and runs every size inside its ranges: every
+  tensor is then no larger than planned, so the plan's offsets stay valid.
 """
 
 from __future__ import annotations
@@ -26,9 +28,18 @@ class Variant:
     dims: Mapping[str, int]  # symbolic dim -> size (empty for a static model)
     graph: Graph
     plan: MemoryPlan
+    # A range bucket (atc's --input_shape_range): symbol -> (low, high) sizes this plan runs;
+    # ``dims`` are the highs, at which the plan was made. Empty for an exact gear.
+    ranges: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dims", MappingProxyType(dict(self.dims)))
+        object.__setattr__(self, "ranges", MappingProxyType(dict(self.ranges)))
+
+    def takes(self, sizes: Mapping[str, int]) -> bool:
+        """A range bucket runs ``sizes`` (symbol -> size) when each is inside its range."""
+        return bool(self.ranges) and all(
+            lo <= sizes.get(s, -1) <= hi for s, (lo, hi) in self.ranges.items())
 
 
 @dataclass(frozen=True, slots=True)

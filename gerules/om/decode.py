@@ -23,8 +23,8 @@ import numpy as np
 from ..errors import GeError, OmError
 from ..ir.attrs import Attrs
 from ..ir.composite import AttrRef, CompositeOp, body_problem
-from ..ir.dtypes import ONNX_CODES
-from ..ir.graph import Graph, Node, TensorType, Value
+from ..ir.dtypes import ONNX_CODES, itemsize, to_numpy
+from ..ir.graph import UNTYPED, Graph, Node, TensorType, Value
 from ..ir.registry import AttrSpec, Port, Registry, default_registry
 from ..ir.verify import verify
 from ..memory.plan import MemoryFigures, MemoryPlan
@@ -37,6 +37,7 @@ MAX_DIM = 1 << 40
 MAX_TENSOR_BYTES = 1 << 40
 MAX_ARENA_BYTES = 1 << 42
 MAX_OPSET = 10_000
+MAX_NESTING = 16  # subgraphs inside subgraphs (as the ONNX reader allows)
 _FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 ATTR_KINDS = ("int", "float", "string", "ints", "floats", "strings")
 _REGISTRY = default_registry
@@ -124,19 +125,23 @@ def _blob(d: Doc, b: Any, ctx: str, buffer: Any, weights: Section) -> np.ndarray
     nbytes = d.integer(d.get(b, "nbytes", ctx), f"{ctx}.nbytes")
     offset = d.integer(d.get(b, "offset", ctx), f"{ctx}.offset")
     numel = t.numel() or 0
-    if nbytes != numel * np.dtype(t.dtype).itemsize:
+    if nbytes != numel * itemsize(t.dtype):
         raise d.fail(ctx, f"nbytes {nbytes} does not match {t}")
     if offset % ALIGN or offset + nbytes > weights.length:
         raise d.fail(ctx, f"bytes [{offset}, {offset + nbytes}) are not 64-aligned inside the "
                           f"{weights.length}-byte WEIGHTS section")
     if numel == 0:
-        return np.zeros(t.shape, dtype=t.dtype)  # type: ignore[arg-type]
-    arr = np.frombuffer(buffer, dtype=t.dtype, count=numel, offset=weights.offset + offset)
+        return np.zeros(t.shape, dtype=to_numpy(t.dtype))  # type: ignore[arg-type]
+    arr = np.frombuffer(buffer, dtype=to_numpy(t.dtype), count=numel,
+                        offset=weights.offset + offset)
     return arr.reshape(t.shape)  # type: ignore[arg-type]
 
 
-def _type(d: Doc, v: dict[str, Any], ctx: str, *, static: bool) -> TensorType:
+def _type(d: Doc, v: dict[str, Any], ctx: str, *, static: bool,
+          untyped: bool = False) -> TensorType:
     dtype = d.text(d.get(v, "dtype", ctx), f"{ctx}.dtype")
+    if untyped and dtype == UNTYPED:
+        return TensorType(dtype, None)
     if dtype not in ONNX_CODES:
         raise d.fail(ctx, f"unknown dtype '{dtype[:40]}'")
     shape = d.get(v, "shape", ctx)
@@ -155,13 +160,16 @@ def _dim(d: Doc, x: Any, ctx: str, static: bool) -> int | str:
     return d.integer(x, ctx, 0, MAX_DIM)
 
 
-def _value(d: Doc, v: Any, ctx: str, *, static: bool = False) -> Value:
+def _value(d: Doc, v: Any, ctx: str, *, static: bool = False, untyped: bool = False) -> Value:
     v = d.obj(v, ctx)
     name = d.name(d.get(v, "name", ctx), f"{ctx}.name")
-    return Value(name, _type(d, v, f"{ctx} '{name}'", static=static))
+    return Value(name, _type(d, v, f"{ctx} '{name}'", static=static, untyped=untyped))
 
 
-def _graph(d: Doc, g: Any, blobs: list[np.ndarray]) -> Graph:
+def _graph(d: Doc, g: Any, blobs: list[np.ndarray], depth: int = 0) -> Graph:
+    """A graph (``depth > 0``: a subgraph, whose signature may be untyped)."""
+    if depth > MAX_NESTING:
+        raise d.fail("graph", f"subgraphs nest more than {MAX_NESTING} deep")
     g = d.obj(g, "graph")
     opset = {d.name(k, "graph.opset", empty=True): d.integer(v, f"graph.opset.{k}", 1, MAX_OPSET)
              for k, v in d.obj(d.get(g, "opset", "graph"), "graph.opset").items()}
@@ -179,11 +187,11 @@ def _graph(d: Doc, g: Any, blobs: list[np.ndarray]) -> Graph:
     return Graph(
         functions=tuple(functions),
         nodes=tuple(d.items(d.get(g, "nodes", "graph"), "graph.nodes",
-                            lambda n, c: _node(d, n, c, blobs))),
+                            lambda n, c: _node(d, n, c, blobs, depth))),
         inputs=tuple(d.items(d.get(g, "inputs", "graph"), "graph.inputs",
-                             lambda v, c: _value(d, v, c))),
+                             lambda v, c: _value(d, v, c, untyped=depth > 0))),
         outputs=tuple(d.items(d.get(g, "outputs", "graph"), "graph.outputs",
-                              lambda v, c: _value(d, v, c))),
+                              lambda v, c: _value(d, v, c, untyped=depth > 0))),
         initializers=inits, name=d.name(g.get("name", "graph"), "graph.name", empty=True),
         opset=opset, metadata=meta)
 
@@ -230,11 +238,12 @@ def _function(d: Doc, f: Any, ctx: str, blobs: list[np.ndarray],
     return op
 
 
-def _node(d: Doc, n: Any, ctx: str, blobs: list[np.ndarray], refs: bool = False) -> Node:
+def _node(d: Doc, n: Any, ctx: str, blobs: list[np.ndarray], depth: int = 0,
+          refs: bool = False) -> Node:
     n = d.obj(n, ctx)
     name = d.name(n.get("name", ""), f"{ctx}.name", empty=True)
     ctx = f"node '{name}'" if name else ctx
-    attrs = {d.name(k, f"{ctx}.attrs"): _attr(d, v, f"{ctx}.attrs.{k}", blobs, refs)
+    attrs = {d.name(k, f"{ctx}.attrs"): _attr(d, v, f"{ctx}.attrs.{k}", blobs, depth, refs)
              for k, v in d.obj(n.get("attrs", {}), f"{ctx}.attrs").items()}
     return Node(
         op=d.name(d.get(n, "op", ctx), f"{ctx}.op"),
@@ -246,11 +255,14 @@ def _node(d: Doc, n: Any, ctx: str, blobs: list[np.ndarray], refs: bool = False)
         domain=d.name(n.get("domain", ""), f"{ctx}.domain", empty=True))
 
 
-def _attr(d: Doc, a: Any, ctx: str, blobs: list[np.ndarray], refs: bool = False) -> Any:
+def _attr(d: Doc, a: Any, ctx: str, blobs: list[np.ndarray], depth: int = 0,
+          refs: bool = False) -> Any:
     a = d.obj(a, ctx)
     kind = d.text(d.get(a, "type", ctx), f"{ctx}.type")
     if kind == "tensor":
         return _weight(d, a.get("weight"), ctx, blobs)
+    if kind == "graph":
+        return _graph(d, d.get(a, "value", ctx), blobs, depth + 1)
     if kind == "ref" and refs:  # inside a function body: one of its own attributes
         return AttrRef(d.name(d.get(a, "value", ctx), ctx))
     value = d.get(a, "value", ctx)
@@ -300,7 +312,20 @@ def _variant(d: Doc, v: Any, ctx: str, graph: Graph, registry: Registry) -> Vari
         verify_plan(vgraph, plan, registry)
     except GeError as e:
         raise d.fail(ctx, f"memory plan: {e}") from None
-    return Variant(name, dims, vgraph, plan)
+    return Variant(name, dims, vgraph, plan, _ranges(d, v.get("ranges", {}), ctx, dims))
+
+
+def _ranges(d: Doc, raw: Any, ctx: str, dims: dict[str, int]) -> dict[str, tuple[int, int]]:
+    """A range bucket's ``{symbol: [low, high]}``: its symbols are the variant's dims and
+    ``high`` is the size it was planned at."""
+    out = {}
+    for k, x in d.obj(raw, f"{ctx}.ranges").items():
+        name = d.name(k, f"{ctx}.ranges")
+        pair = d.items(x, f"{ctx}.ranges.{k}", lambda y, c: d.integer(y, c, 0, MAX_DIM))
+        if len(pair) != 2 or not pair[0] <= pair[1] or dims.get(name) != pair[1]:
+            raise d.fail(f"{ctx}.ranges.{k}", "expected [low, high] with high the planned size")
+        out[name] = (pair[0], pair[1])
+    return out
 
 
 def _bound(d: Doc, v: dict[str, Any], key: str, ctx: str, declared: tuple[Value, ...],

@@ -25,7 +25,7 @@ from ..errors import ModelError
 from ..ir.attrs import AttrValue
 from ..ir.composite import AttrRef, CompositeOp
 from ..ir.dtypes import ONNX_CODES
-from ..ir.graph import Graph, Node, TensorType, Value, content_key
+from ..ir.graph import UNTYPED, Graph, Node, TensorType, Value, content_key
 from ..memory.plan import unique_arrays
 from .contents import OmContents, Variant
 from .format import ALIGN, pad
@@ -63,10 +63,15 @@ def collect_blobs(graph: Graph) -> Blobs:
 
 
 def _all_tensors(graph: Graph) -> list[np.ndarray]:
+    """Initializers and attribute tensors, of subgraphs too."""
     found = list(graph.initializers.values())
     bodies = [n for f in graph.functions for n in f.nodes]
     for node in (*graph.nodes, *bodies):
-        found.extend(v for v in node.attrs.values() if isinstance(v, np.ndarray))
+        for v in node.attrs.values():
+            if isinstance(v, np.ndarray):
+                found.append(v)
+            elif isinstance(v, Graph):
+                found.extend(_all_tensors(v))
     return found
 
 
@@ -128,7 +133,8 @@ def encode_value(v: Value) -> dict[str, Any]:
 
 
 def encode_type(t: TensorType) -> dict[str, Any]:
-    _check_dtype(t.dtype)
+    if t.dtype != UNTYPED:  # only subgraph signatures hold it; the reader checks that
+        _check_dtype(t.dtype)
     return {"dtype": t.dtype, "shape": None if t.shape is None else list(t.shape)}
 
 
@@ -150,6 +156,8 @@ def encode_attr(value: AttrValue | AttrRef, blobs: Blobs, where: str) -> dict[st
         return {"type": "ref", "value": check_name(value.name, where)}
     if isinstance(value, np.ndarray):
         return {"type": "tensor", "weight": blobs.index[id(value)]}
+    if isinstance(value, Graph):
+        return {"type": "graph", "value": encode_graph(value, blobs)}
     if isinstance(value, bool | int):
         return {"type": "int", "value": int(value)}
     if isinstance(value, float):
@@ -198,4 +206,5 @@ def encode_variant(v: Variant) -> dict[str, Any]:
         "arena_bytes": plan.arena_bytes,
         "alignment": plan.alignment,
         "figures": plan.figures.to_json() if plan.figures else None,
+        **({"ranges": {k: list(r) for k, r in v.ranges.items()}} if v.ranges else {}),
     }

@@ -3,12 +3,19 @@
 Invariants:
 - Nothing from the proto is trusted: names must be valid UTF-8 (protobuf hands back ``bytes``
   for invalid ones), types must be tensor types of a supported element type, dims must be
-  ``>= 0`` and their product fit int64, attributes must be of a kind the IR holds (a graph
-  attribute means control flow, which is refused naming the node).
+  ``>= 0`` and their product fit int64, attributes must be of a kind the IR holds.
+- A graph attribute (the body of If, Loop, Scan) becomes a ``Graph`` converted the same way
+  (nested at most ``MAX_NESTING`` deep); the values of the enclosing graph it reads
+  (``ir.graph.captures``) are appended to its node's inputs. Lists of graphs are refused.
 - Domains: ``""`` and ``"ai.onnx"`` are the same domain (stored as ``""``); ``"ge"`` is ours;
+  ``ai.onnx.preview`` (FlexAttention) and ``ai.onnx.preview.training`` (the optimizers) keep
+  their names;
   every other domain is refused where a node uses it. A node's domain must be imported.
 - Names are kept. An unnamed node gets ``<op>_<index>`` (made unique); two nodes with the
   same name are an error (the ONNX IR makes node names unique within a graph).
+- An omitted optional output (``""``) is dropped at the end of a node's outputs and gets a
+  fresh tensor name (``<node>.omitted<k>``, unused elsewhere) before a present one, so IR
+  output names are never empty.
 - Symbolic dims (``dim_param``) are kept as ``str``; a dim with neither value nor name gets a
   fresh name ``<tensor>_d<axis>`` that no other dim in the model uses.
 - From IR version 4 on, a graph input that also has an initializer is an input with a default
@@ -30,7 +37,7 @@ from ..errors import GeError, ModelError
 from ..ir import dtypes
 from ..ir.attrs import Attrs
 from ..ir.composite import AttrRef
-from ..ir.graph import Dim, Graph, Node, Value
+from ..ir.graph import UNTYPED, Dim, Graph, Node, Value, captures
 from ..ir.registry import MAX_OPSET, default_registry
 from .functions import read_functions
 from .tensors import ExternalReader, check_dims, tensor_to_array
@@ -38,8 +45,10 @@ from .tensors import ExternalReader, check_dims, tensor_to_array
 log = logging.getLogger(__name__)
 
 ONNX_DOMAIN = ""
-DOMAIN_ALIASES = {"": "", "ai.onnx": "", "ge": "ge"}
+DOMAIN_ALIASES = {"": "", "ai.onnx": "", "ge": "ge", "ai.onnx.preview": "ai.onnx.preview",
+                  "ai.onnx.preview.training": "ai.onnx.preview.training"}
 MAX_IR_VERSION = 14  # onnx 1.23
+MAX_NESTING = 16  # subgraphs inside subgraphs
 _A = onnx.AttributeProto
 
 
@@ -50,6 +59,10 @@ class _Reader:
     max_bytes: int
     external: ExternalReader | None
     used_dims: set[str] = field(default_factory=set)
+    used_names: set[str] = field(default_factory=set)  # tensor names, for fresh ones
+    opset: dict[str, int] = field(default_factory=dict)
+    functions: set[tuple[str, str]] = field(default_factory=set)  # the model's own ops
+    depth: int = 0
 
 
 def text(value: object, what: str, **place: Any) -> str:
@@ -63,7 +76,8 @@ def text(value: object, what: str, **place: Any) -> str:
 def domain_of(raw: object, **place: Any) -> str:
     name = text(raw, "domain", **place)
     if name not in DOMAIN_ALIASES:
-        raise ModelError(f"unsupported domain '{name}' (supported: ai.onnx, ge)", **place)
+        known = ", ".join(sorted({d or "ai.onnx" for d in DOMAIN_ALIASES.values()}))
+        raise ModelError(f"unsupported domain '{name}' (supported: {known})", **place)
     return DOMAIN_ALIASES[name]
 
 
@@ -72,7 +86,9 @@ def model_to_graph(model: onnx.ModelProto, *, max_bytes: int,
     """The IR graph of ``model``, not yet verified or shape-inferred."""
     _check_header(model)
     opset = _opsets(model.opset_import)
-    reader = _Reader(max_bytes, external, _dim_params(model.graph))
+    reader = _Reader(max_bytes, external, _dim_params(model.graph),
+                     {t for n in model.graph.node for t in (*n.input, *n.output)})
+    reader.opset = opset
     g = model.graph
     if len(g.sparse_initializer):
         name = text(g.sparse_initializer[0].values.name, "tensor name")
@@ -84,7 +100,8 @@ def model_to_graph(model: onnx.ModelProto, *, max_bytes: int,
     functions = read_functions(
         model, opset, lambda proto, name, refs: _node(proto, name, opset, set(), reader, refs),
         lambda a: _attr(a, {}, reader)[1], default_registry())
-    nodes = _nodes(g.node, opset, {(f.domain, f.name) for f in functions}, reader)
+    reader.functions = {(f.domain, f.name) for f in functions}
+    nodes = _nodes(g.node, opset, reader.functions, reader)
     return Graph(
         functions=functions,
         nodes=tuple(nodes),
@@ -129,7 +146,7 @@ def _opsets(imports: Iterable[onnx.OperatorSetIdProto]) -> dict[str, int]:
             raise ModelError(f"the model imports opset {entry.version} of domain "
                              f"'{name or 'ai.onnx'}'; gerules supports 1 to {limit}")
         opset[domain] = int(entry.version)
-    if ONNX_DOMAIN not in opset and "ge" not in opset:
+    if not opset:
         raise ModelError("the model imports no ai.onnx opset (truncated file?)")
     return opset
 
@@ -162,6 +179,8 @@ def _value(vi: onnx.ValueInfoProto, reader: _Reader) -> Value:
     if not name:
         raise ModelError("a graph input, output or value_info entry has no name")
     if not vi.HasField("type"):
+        if reader.depth:  # a subgraph's signature may leave types to inference
+            return Value.of(name, UNTYPED, None)
         raise ModelError("has no type", tensor=name)
     kind = vi.type.WhichOneof("value")
     if kind != "tensor_type":
@@ -236,11 +255,28 @@ def _node(proto: onnx.NodeProto, name: str, opset: dict[str, int],
             raise ModelError(f"uses domain '{raw_domain or 'ai.onnx'}', which the model does "
                              "not import in opset_import", **place)
     inputs = tuple(text(i, "input name", **place) for i in proto.input)
-    outputs = tuple(text(o, "output name", **place) for o in proto.output)
+    outputs = _outputs([text(o, "output name", **place) for o in proto.output], name, reader)
     attrs = dict(_attr(a, place, reader, refs) for a in proto.attribute)
     if len(attrs) != len(proto.attribute):
         raise ModelError("an attribute appears twice", **place)
-    return Node(op, inputs, outputs, Attrs(attrs), name=name, domain=domain)
+    node = Node(op, inputs, outputs, Attrs(attrs), name=name, domain=domain)
+    extra = captures(node.attrs)
+    return node.with_(inputs=inputs + extra) if extra else node
+
+
+def _outputs(names: list[str], node: str, reader: _Reader) -> tuple[str, ...]:
+    """Trailing omitted outputs dropped, inner ones given fresh names."""
+    while names and not names[-1]:
+        names.pop()
+    for k, out in enumerate(names):
+        if not out:
+            fresh, n = f"{node}.omitted{k}", 1
+            while fresh in reader.used_names:
+                n += 1
+                fresh = f"{node}.omitted{k}_{n}"
+            reader.used_names.add(fresh)
+            names[k] = fresh
+    return tuple(names)
 
 
 def _attr(a: onnx.AttributeProto, place: dict[str, str], reader: _Reader, refs: bool = False
@@ -264,11 +300,30 @@ def _attr_value(a: onnx.AttributeProto, name: str, reader: _Reader) -> object:
     convert = _ATTR_READERS.get(a.type)
     if convert is not None:
         return convert(a)
-    if a.type in (_A.GRAPH, _A.GRAPHS):
-        raise ModelError(f"attribute '{name}' holds a subgraph: control flow (If, Loop, Scan) "
-                         "is not supported")
+    if a.type == _A.GRAPH:
+        return _subgraph(a.g, reader)
+    if a.type == _A.GRAPHS:
+        raise ModelError(f"attribute '{name}' holds a list of subgraphs (not supported)")
     kind = _A.AttributeType.Name(a.type) if a.type in _A.AttributeType.values() else a.type
     raise ModelError(f"attribute '{name}' has unsupported type {kind}")
+
+
+def _subgraph(g: onnx.GraphProto, reader: _Reader) -> Graph:
+    """A subgraph (the body of If, Loop, Scan) as a ``Graph`` with the model's opsets."""
+    if reader.depth >= MAX_NESTING:
+        raise ModelError(f"subgraphs nest more than {MAX_NESTING} deep")
+    reader.depth += 1
+    try:
+        inits = _initializers(g.initializer, reader)
+        return Graph(
+            nodes=tuple(_nodes(g.node, reader.opset, reader.functions, reader)),
+            inputs=tuple(_value(vi, reader) for vi in g.input),
+            outputs=tuple(_value(vi, reader) for vi in g.output),
+            initializers=inits,
+            value_info={v.name: v for v in (_value(vi, reader) for vi in g.value_info)},
+            name=text(g.name, "graph name") or "body", opset=reader.opset)
+    finally:
+        reader.depth -= 1
 
 
 def _strings(values: Iterable[bytes]) -> tuple[str, ...]:

@@ -11,6 +11,8 @@ Invariants:
   ``numel * itemsize`` bytes, typed fields exactly ``numel`` values; either mismatch is an
   error naming the tensor and both sizes.
 - Arrays come back read-only, in native byte order, with the IR dtype of the element type.
+  The 4- and 2-bit types arrive packed (the first element in the lowest bits of a byte, as
+  ONNX stores them) and come back one element per byte.
 - ``array_to_tensor`` writes little-endian ``raw_data``; the round trip is bit-exact.
 """
 
@@ -44,6 +46,8 @@ _TYPED_FIELD: dict[str, str] = {
     "uint8": "int32_data",
     "bool": "int32_data",
     "float16": "int32_data",  # the 16-bit patterns, one per int32
+    # bfloat16 and float8: their bit patterns, one per int32; 4/2-bit types: packed bytes
+    **{name: "int32_data" for name in dtypes.LOW_PRECISION},
 }
 _ALL_TYPED = ("float_data", "double_data", "int32_data", "int64_data", "uint64_data",
               "string_data")
@@ -62,7 +66,7 @@ def check_dims(dims: Sequence[int], dtype: str, *, tensor: str,
         if d < 0:
             raise ModelError(f"negative dim {d} in shape {list(dims)}", tensor=tensor)
         numel *= int(d)
-    nbytes = numel * dtypes.itemsize(dtype)
+    nbytes = stored_bytes(numel, dtype)
     if numel > INT64_MAX or nbytes > INT64_MAX:
         raise ModelError(f"shape {list(dims)} of {dtype} overflows int64 "
                          f"({numel} elements)", tensor=tensor)
@@ -70,6 +74,12 @@ def check_dims(dims: Sequence[int], dtype: str, *, tensor: str,
         raise ResourceLimit(f"shape {list(dims)} of {dtype} needs {nbytes} bytes, over the "
                             f"tensor budget of {max_bytes} bytes", tensor=tensor)
     return numel
+
+
+def stored_bytes(numel: int, dtype: str) -> int:
+    """Bytes that ``numel`` elements take in an ONNX file (packed for 4- and 2-bit types)."""
+    bits = dtypes.PACKED_BITS.get(dtype)
+    return numel * dtypes.itemsize(dtype) if bits is None else -(-numel * bits // 8)
 
 
 def tensor_dtype(t: onnx.TensorProto, name: str) -> str:
@@ -85,7 +95,7 @@ def tensor_to_array(t: onnx.TensorProto, *, name: str, max_bytes: int,
     dtype = tensor_dtype(t, name)
     dims = [int(d) for d in t.dims]
     numel = check_dims(dims, dtype, tensor=name, max_bytes=max_bytes)
-    nbytes = numel * dtypes.itemsize(dtype)
+    nbytes = stored_bytes(numel, dtype)
     if t.HasField("segment"):
         raise ModelError("segmented tensors are not supported", tensor=name)
     if t.data_location == onnx.TensorProto.EXTERNAL:
@@ -98,7 +108,10 @@ def tensor_to_array(t: onnx.TensorProto, *, name: str, max_bytes: int,
         _no_inline_data(t, name, "raw_data")
         flat = _from_bytes(t.raw_data, dtype, nbytes, name)
     else:
-        flat = _from_typed(t, dtype, numel, name)
+        count = nbytes if dtype in dtypes.PACKED_BITS else numel
+        flat = _from_typed(t, dtype, count, name)
+    if dtype in dtypes.PACKED_BITS:
+        flat = unpack(flat, dtype, numel)
     array = flat.reshape(dims)
     array.setflags(write=False)
     return array
@@ -119,9 +132,11 @@ def _from_bytes(data: bytes | bytearray, dtype: str, nbytes: int, name: str) -> 
                          f"{nbytes}", tensor=name)
     if dtype == "bool":
         return np.asarray(np.frombuffer(data, dtype=np.uint8) != 0)
-    wire = np.dtype(dtype).newbyteorder("<")
+    if dtype in dtypes.PACKED_BITS:
+        return np.frombuffer(data, dtype=np.uint8)
+    wire = dtypes.to_numpy(dtype).newbyteorder("<")
     flat = np.frombuffer(data, dtype=wire)
-    return flat if sys.byteorder == "little" else flat.astype(dtype)
+    return flat if sys.byteorder == "little" else flat.astype(dtypes.to_numpy(dtype))
 
 
 def _from_typed(t: onnx.TensorProto, dtype: str, numel: int, name: str) -> np.ndarray:
@@ -137,10 +152,24 @@ def _from_typed(t: onnx.TensorProto, dtype: str, numel: int, name: str) -> np.nd
         return np.asarray(values, dtype=np.int64).astype(np.uint16).view(np.float16)
     if dtype == "bool":
         return np.asarray(np.asarray(values, dtype=np.int64) != 0)
+    if dtype in dtypes.PACKED_BITS:
+        return np.asarray(values, dtype=np.int64).astype(np.uint8)
+    if dtype in dtypes.LOW_PRECISION:
+        bits = np.uint16 if dtype == "bfloat16" else np.uint8
+        return np.asarray(values, dtype=np.int64).astype(bits).view(dtypes.to_numpy(dtype))
     if field in ("int32_data", "uint64_data"):
         wide = np.uint64 if field == "uint64_data" else np.int64
         return np.asarray(values, dtype=wide).astype(dtype)
     return np.asarray(values, dtype=dtype)
+
+
+def unpack(packed: np.ndarray, dtype: str, numel: int) -> np.ndarray:
+    """``numel`` elements of a 4- or 2-bit type from their packed bytes (lowest bits first)."""
+    bits = dtypes.PACKED_BITS[dtype]
+    per_byte = 8 // bits
+    shifts = np.arange(per_byte, dtype=np.uint8) * bits
+    codes = (packed[:, None] >> shifts) & ((1 << bits) - 1)
+    return codes.reshape(-1)[:numel].astype(np.uint8).view(dtypes.to_numpy(dtype))
 
 
 def array_to_tensor(array: np.ndarray, name: str) -> onnx.TensorProto:

@@ -10,6 +10,10 @@ Invariants:
 - Composite ops the graph carries are written as model-local functions (``functions``), so
   onnxruntime runs them.
 - A graph input with an initializer is written as both (an input with a default).
+- A subgraph attribute is written as a GraphProto that reads the enclosing values by the names
+  they have now: the node's captured inputs (``ir.graph.captures``) are dropped from its
+  input list and the subgraph's reads of them renamed to those inputs' names. An untyped
+  subgraph input or output is written without a type.
 - ``save_model`` writes through ``gerules.fileio.atomic_write``: the target is complete or
   untouched. Above ``EXTERNAL_THRESHOLD`` bytes of weights (protobuf cannot hold 2 GiB) or when
   asked, tensors of at least 1 KiB go to a sidecar file ``<model file name>.data`` beside the
@@ -33,7 +37,7 @@ from ..errors import GeError
 from ..fileio import atomic_write, check_output_path
 from ..ir import dtypes
 from ..ir.attrs import AttrValue
-from ..ir.graph import Graph, Node, Value
+from ..ir.graph import UNTYPED, Graph, Node, Value, captures
 from ..ir.infer import schema_for
 from ..ir.registry import MAX_OPSET, AttrKind, Registry, default_registry
 from .functions import KIND_TYPES, function_protos
@@ -48,14 +52,7 @@ def to_model_proto(graph: Graph, registry: Registry | None = None) -> onnx.Model
     """The ONNX model of ``graph`` (weights inline as ``raw_data``)."""
     registry = registry or default_registry()
     opset = _opset(graph)
-    g = helper.make_graph(
-        nodes=[_node(n, graph, registry) for n in graph.nodes],
-        name=graph.name,
-        inputs=[_value_info(v) for v in graph.inputs],
-        outputs=[_value_info(v) for v in graph.outputs],
-        initializer=[array_to_tensor(a, name) for name, a in graph.initializers.items()],
-        value_info=[_value_info(v) for v in _intermediates(graph)],
-    )
+    g = _graph_proto(graph, registry, opset)
     imports = [helper.make_opsetid(d, v) for d, v in sorted(opset.items())]
     functions = function_protos(graph.functions, registry, opset.get("", 17), _attribute)
     model = helper.make_model(g, opset_imports=imports, producer_name="gerules",
@@ -65,6 +62,19 @@ def to_model_proto(graph: Graph, registry: Registry | None = None) -> onnx.Model
         model.domain = graph.metadata["onnx.domain"]
     _metadata(model, graph.metadata)
     return model
+
+
+def _graph_proto(graph: Graph, registry: Registry, opset: Mapping[str, int],
+                 renamed: Mapping[str, str] | None = None) -> onnx.GraphProto:
+    """``graph`` as a GraphProto; ``renamed`` maps enclosing names a subgraph reads."""
+    return helper.make_graph(
+        nodes=[_node(n, graph, registry, opset, renamed or {}) for n in graph.nodes],
+        name=graph.name,
+        inputs=[_value_info(v) for v in graph.inputs],
+        outputs=[_value_info(v) for v in graph.outputs],
+        initializer=[array_to_tensor(a, name) for name, a in graph.initializers.items()],
+        value_info=[_value_info(v) for v in _intermediates(graph)],
+    )
 
 
 def _version() -> str:
@@ -95,15 +105,26 @@ def _intermediates(graph: Graph) -> list[Value]:
 
 
 def _value_info(v: Value) -> onnx.ValueInfoProto:
+    if v.dtype == UNTYPED:
+        return helper.make_empty_tensor_value_info(v.name)
     shape = None if v.shape is None else list(v.shape)
     return helper.make_tensor_value_info(v.name, dtypes.to_onnx(v.dtype), shape)
 
 
-def _node(node: Node, graph: Graph, registry: Registry) -> onnx.NodeProto:
+def _node(node: Node, graph: Graph, registry: Registry, opset: Mapping[str, int],
+          renamed: Mapping[str, str]) -> onnx.NodeProto:
     kinds = _attr_kinds(node, graph, registry)
-    proto = helper.make_node(node.op, list(node.inputs), list(node.outputs), name=node.name,
-                             domain=node.domain or None)
-    proto.attribute.extend(_attribute(k, v, kinds.get(k)) for k, v in node.attrs.items())
+    inputs = [renamed.get(i, i) for i in node.inputs]
+    names = captures(node.attrs)
+    bound = dict(zip(names, inputs[len(inputs) - len(names):], strict=True)) if names else {}
+    proto = helper.make_node(node.op, inputs[:len(inputs) - len(names)], list(node.outputs),
+                             name=node.name, domain=node.domain or None)
+    for k, v in node.attrs.items():
+        if isinstance(v, Graph):
+            proto.attribute.append(helper.make_attribute(k, _graph_proto(v, registry, opset,
+                                                                         bound)))
+        else:
+            proto.attribute.append(_attribute(k, v, kinds.get(k)))
     return proto
 
 

@@ -9,8 +9,9 @@ Invariants:
   ``verify`` (raising instead) and never change graph input or output names, dtypes or order.
 - Limits are reported, never silent: the report records the limits in force and the stop
   reason; a run cut short still extracts the best graph found so far (with a warning).
-- ``--target onnx`` forbids every non-ai.onnx op at extraction (infinite cost), so the result
-  runs in onnxruntime; ``--target npu`` allows the ``ge`` fused ops.
+- ``--target onnx`` forbids every non-ai.onnx op with a kernel of its own at extraction
+  (infinite cost), so the result runs in onnxruntime (composite ops are written as ONNX
+  functions); ``--target npu`` allows the ``ge`` fused ops.
 - Rules and rulesets named in ``disabled`` never run; disabling ``fold`` also turns off the
   constant-folding analysis. Unknown names are reported as warnings listing the valid names.
 - The rule library is the shipped one with the user's rule files added (``rules``, after
@@ -23,13 +24,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..cost import DEFAULT_SOC, GraphEstimate, NpuCostModel
+from ..cost import DEFAULT_SOC, GraphEstimate, NpuCostModel, profile_for
 from ..dsl import CompiledRules, raise_errors
 from ..dsl.library import Built, load_library, user_paths
 from ..engine import Extraction, Limits, Repeat, Report, Ruleset, Runner, Saturate, Seq, extract
@@ -43,7 +44,7 @@ from ..terms.lower import Lowered, lower
 from ..terms.raise_graph import raise_graph
 from ..terms.terms import TermContext
 from .costs import ExtractionCost, any_op, onnx_only
-from .provenance import Fusion, fusions
+from .provenance import Fusion, applied, fusions, kept
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,7 @@ class OptimizeOptions:
     target: str = "npu"
     disabled: frozenset[str] = frozenset()  # rule or ruleset names (fusion switch); "ALL"
     enabled: frozenset[str] = frozenset()  # names kept on although "ALL" is off
+    aicore_num: int | None = None  # atc's --aicore_num: the profile scaled to that many cores
     rules: tuple[str, ...] = ()  # the user's rule files and folders, added to the shipped
     limits: Limits | None = None  # None: the level's
     extraction: str | None = None  # None: the level's ("greedy", "ilp", "tree")
@@ -100,6 +102,9 @@ class OptimizeReport:
     estimate_before: GraphEstimate
     estimate_after: GraphEstimate
     phases: dict[str, float] = field(default_factory=dict)
+    # Per rule, in places (distinct e-classes at the end of the run): matches (a pattern
+    # literal that differs is no match), applied (changed the e-graph there), kept (the
+    # extracted graph shows its work there); rejected (guard reason -> count), bans, ruleset.
     rules: dict[str, dict[str, Any]] = field(default_factory=dict)
     fusions: list[Fusion] = field(default_factory=list)
     stop_reason: str = "not run"
@@ -180,7 +185,7 @@ def optimize(graph: Graph, options: OptimizeOptions | None = None,
     phases: dict[str, float] = {}
     clock = time.perf_counter()
     graph = verify(graph, registry)
-    model = NpuCostModel(options.soc_version, registry)
+    model = NpuCostModel(profile_for(options.soc_version, options.aicore_num), registry)
     before = model.graph(graph)
     phases["verify"] = time.perf_counter() - clock
     report = OptimizeReport(options.opt_level, options.target, model.profile.name,
@@ -192,6 +197,11 @@ def optimize(graph: Graph, options: OptimizeOptions | None = None,
     clock = time.perf_counter()
     result = verify(result, registry)
     phases["verify_result"] = time.perf_counter() - clock
+    for name, seconds in phases.items():
+        log.debug("optimize phase %s: %.3f s", name, seconds)
+    log.debug("optimize: %d -> %d nodes, stop reason %s after %d iterations, %d e-nodes",
+              len(graph.nodes), len(result.nodes), report.stop_reason, report.iterations,
+              report.egraph_nodes)
     report.nodes_after, report.ops_after = len(result.nodes), result.op_counts()
     report.estimate_after = model.graph(result)
     return result, report
@@ -223,14 +233,25 @@ def _saturate_and_extract(graph: Graph, options: OptimizeOptions, registry: Regi
     limits = options.limits or level.limits
     run = _run(low, schedule, limits)
     phases["saturate"] = run.seconds
-    _record_run(report, run, limits, library)
+    _record_run(report, run, limits, low.egraph.find)
     clock = time.perf_counter()
     ext = _extract(low, model, options, level)
     phases["extract"] = time.perf_counter() - clock
     clock = time.perf_counter()
     result = raise_graph(graph, low, ext)
-    report.fusions = fusions(graph, low, ext, result, run.applications,
-                             lambda name: library.rule(name).name if library.has(name) else name)
+    source = source_rules(library)
+    report.fusions = fusions(graph, low, ext, result, run.applications, source)
+    counts = kept(low, ext, run.applications, _patterns(schedule))
+    places = applied(low, run.applications)
+    for name, stats in report.rules.items():
+        stats["applied"] = places.get(name, 0)
+        stats["kept"] = counts.get(name, 0)
+        stats["ruleset"] = library.rule(name).ruleset if library.has(name) else ""
+        log.debug("rule %s: %d matched, %d applied, %d kept, %d rejected (%.3f s search, "
+                  "%.3f s apply)", name, stats["matches"], stats["applied"], stats["kept"],
+                  sum(stats["rejected"].values()), run.rules[name].search_seconds,
+                  run.rules[name].apply_seconds)
+    report.rules = per_rule(report.rules, source)
     phases["raise"] = time.perf_counter() - clock
     return result
 
@@ -240,33 +261,64 @@ def _run(low: Lowered, schedule: Step, limits: Limits) -> Report:
 
 
 def _record_run(report: OptimizeReport, run: Report, limits: Limits,
-                library: CompiledRules) -> None:
+                find: Callable[[int], int]) -> None:
     report.stop_reason = run.stop_reason.value
     report.iterations = len(run.iterations)
     report.egraph_nodes, report.egraph_classes = run.nodes, run.classes
     report.limits = {"iterations": limits.iterations, "nodes": limits.nodes,
                      "seconds": limits.seconds}
-    report.rules = per_rule(run, library)
+    report.rules = {name: {"matches": len({find(r) for r in s.roots}), "applied": s.applied,
+                           "kept": 0, "rejected": dict(s.rejected), "bans": s.bans}
+                    for name, s in run.rules.items() if s.roots or s.applied}
+    _log_rulesets(run)
     if run.stop_reason.value in ("iteration limit", "node limit", "time limit"):
         report.warnings.append(f"saturation stopped at its {run.stop_reason.value} "
                                f"({limits.iterations} iterations, {limits.nodes} e-nodes, "
                                f"{limits.seconds:g} s); the best graph found so far is used")
 
 
-def per_rule(run: Report, library: CompiledRules) -> dict[str, dict[str, Any]]:
-    """The run's statistics per source rule (its rewrites' counts summed)."""
+def source_rules(library: CompiledRules) -> Callable[[str], str]:
+    """A rewrite's source rule (``name[F=Relu]/rev`` -> ``name``)."""
+    return lambda name: library.rule(name).name if library.has(name) else name
+
+
+def per_rule(stats: Mapping[str, dict[str, Any]], source: Callable[[str], str]
+             ) -> dict[str, dict[str, Any]]:
+    """Statistics per source rule: the counts of its rewrites (directions, the ops of an op
+    class, opset variants) summed, their rejection reasons merged; a rule with variants
+    (``fuse_conv_activation[Act=Relu]``) also lists each one's counts under ``variants``."""
     out: dict[str, dict[str, Any]] = {}
-    for name, s in run.rules.items():
-        if not (s.matches or s.applied):
-            continue
-        rule = library.rule(name).name if library.has(name) else name
-        stats = out.setdefault(rule, {"matches": 0, "applied": 0, "rejected": {}, "bans": 0})
-        stats["matches"] += s.matches
-        stats["applied"] += s.applied
-        stats["bans"] += s.bans
-        for reason, count in s.rejected.items():
-            stats["rejected"][reason] = stats["rejected"].get(reason, 0) + count
+    for name, s in stats.items():
+        rule = source(name)
+        for key, into in ((rule, out), (_variant(name), None)):
+            if into is None:
+                if key == rule:
+                    continue
+                into = out[rule].setdefault("variants", {})
+            total = into.setdefault(key, {"matches": 0, "applied": 0, "kept": 0,
+                                          "rejected": {}, "bans": 0,
+                                          "ruleset": s.get("ruleset", "")})
+            for k in ("matches", "applied", "kept", "bans"):
+                total[k] += s.get(k, 0)
+            for reason, count in s["rejected"].items():
+                total["rejected"][reason] = total["rejected"].get(reason, 0) + count
     return out
+
+
+def _log_rulesets(run: Report) -> None:
+    """One debug line per ruleset: iterations, matches, applications, seconds."""
+    if not log.isEnabledFor(logging.DEBUG):
+        return
+    totals: dict[str, list[float]] = {}
+    for it in run.iterations:
+        t = totals.setdefault(it.ruleset, [0, 0, 0, 0.0])
+        t[0] += 1
+        t[1] += sum(it.matches.values())
+        t[2] += sum(it.applied.values())
+        t[3] += it.search_seconds + it.apply_seconds + it.rebuild_seconds
+    for name, (iters, matches, applied_, seconds) in totals.items():
+        log.debug("ruleset %s: %d iterations, %d matches, %d applied, %.3f s", name, iters,
+                  matches, applied_, seconds)
 
 
 def _extract(low: Lowered, model: NpuCostModel, options: OptimizeOptions, level: Level
@@ -276,6 +328,18 @@ def _extract(low: Lowered, model: NpuCostModel, options: OptimizeOptions, level:
     method = options.extraction or level.extraction
     return extract(low.egraph, list(low.roots.values()), cost, method=method,
                    time_limit=level.ilp_seconds)
+
+
+def _patterns(step: Step) -> dict[str, Any]:
+    """Rule name -> its compiled left side, for every rule in the schedule."""
+    if isinstance(step, Ruleset):
+        return {r.name: r.pattern for r in step.rules}
+    if isinstance(step, Repeat | Saturate):
+        return _patterns(step.body)
+    out: dict[str, Any] = {}
+    for sub in step.steps if isinstance(step, Seq) else ():
+        out.update(_patterns(sub))
+    return out
 
 
 def switch_names(library: CompiledRules) -> set[str]:

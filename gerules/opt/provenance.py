@@ -5,15 +5,21 @@ Invariants:
   rule created; ``replaced`` lists the source nodes that computed, between the new node's inputs
   and its output, tensors the optimized graph no longer computes (so an unchanged neighbour is
   never listed).
+- ``applied`` and ``kept`` count places (distinct e-classes at the end of the run, so a
+  match found again in a later iteration counts once): where a rule changed the e-graph, and
+  where the extracted graph shows its work (a rule may apply and still lose at extraction:
+  its result costs more, or the target forbids it).
 - Everything here reads the e-graph after the run; nothing changes it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from ..engine import Application, ENode, Extraction
+from ..engine import Application, ENode, Extraction, Pattern, POp, Var
 from ..ir.graph import Graph, Node
 from ..terms.lower import Lowered
 from ..terms.terms import LEAVES, PROJ
@@ -125,3 +131,62 @@ def _cone(low: Lowered, roots: set[int], stop: set[int], computed: set[int]
         found[node.label] = node
         stack.extend(i for i in node.present_inputs() if i in low.tensors)
     return tuple((n.label, n.qualified_op) for n in found.values())
+
+
+def kept(low: Lowered, ext: Extraction, applications: list[Application],
+         patterns: Mapping[str, Pattern]) -> Counter[str]:
+    """Rule -> at how many distinct e-classes the extracted graph still shows its work.
+
+    An application that added e-nodes is kept when one of them is the chosen node of its
+    class. One that only merged classes (``x + 0 => x``) is kept when its root class is
+    extracted to a node other than the one it rewrote away: not the pattern's root op over
+    the matched children (children the match did not name compare as equal). An application
+    that created a node a kept application matched (its chain, as in ``Fusion.chain``) is kept
+    too: its work lives on inside the later fusion.
+    """
+    eg = low.egraph
+    chosen = ext.choices
+    made_by = creators(low, applications)
+    done: set[int] = set()
+    stack: list[Application] = []
+    for app in applications:
+        if app.added:
+            hit = any(chosen.get(eg.find(i)) == eg.canonical(eg.id_node(i)) for i in app.added)
+        else:
+            node = chosen.get(eg.find(app.root))
+            hit = node is not None and not _rewritten_away(node, app, patterns.get(app.rule), eg)
+        if hit:
+            stack.append(app)
+    places: set[tuple[str, int]] = set()
+    while stack:
+        app = stack.pop()
+        if id(app) in done:
+            continue
+        done.add(id(app))
+        places.add((app.rule, eg.find(app.root)))
+        for _, bound in app.nodes:
+            earlier = made_by.get(eg.canonical(bound))
+            if earlier is not None and id(earlier) not in done:
+                stack.append(earlier)
+    return Counter(rule for rule, _ in places)
+
+
+def applied(low: Lowered, applications: list[Application]) -> Counter[str]:
+    """Rule -> the distinct e-classes (at the end of the run) it changed the e-graph at."""
+    find = low.egraph.find
+    return Counter(rule for rule, _ in {(a.rule, find(a.root)) for a in applications})
+
+
+def _rewritten_away(node: ENode, app: Application, pattern: Pattern | None, eg: Any) -> bool:
+    """``node`` has the shape the rule's left side matched at its root."""
+    ast = pattern.ast if pattern is not None else None
+    if not isinstance(ast, POp) or node.op != ast.op or len(node.children) != len(ast.children):
+        return False
+    classes = dict(app.classes)
+    want = [eg.find(classes[c.name]) if isinstance(c, Var) and c.name in classes else None
+            for c in ast.children]
+    orders = [tuple(node.children)]
+    if ast.op in pattern.commutative and len(node.children) >= 2:  # type: ignore[union-attr]
+        orders.append((node.children[1], node.children[0], *node.children[2:]))
+    return any(all(w is None or w == eg.find(c) for w, c in zip(want, kids, strict=True))
+               for kids in orders)

@@ -7,7 +7,8 @@ Public API:
   (``drop_noop_cast``, ``drop_cast_round_trip``);
 - ``estimate_fp16(graph, soc)``: what ``force_fp16`` would give according to the cost model
   (reported under ``must_keep_origin_dtype``, which changes nothing);
-- ``measure_error``: measured output error against the float32 graph on random inputs.
+- ``measure_error``: measured output error against the float32 graph on random inputs;
+  ``check_precision``: what a conversion measures (``--check_precision=off|quick|full``).
 
 Invariants:
 - ``must_keep_origin_dtype`` returns the graph object unchanged.
@@ -25,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cost import DEFAULT_SOC, NpuCostModel
+from ..cost import DEFAULT_SOC, NpuCostModel, SocProfile
 from ..cost.model import LABEL
 from ..errors import UsageError
 from ..ir.graph import Graph, Node
@@ -33,7 +34,7 @@ from ..ir.infer import schema_for
 from ..ir.registry import Registry, default_registry, suggest
 from ..memory.plan import weights_bytes
 from .casts import Conversion, Decide, convert
-from .measure import OutputError, measure_error
+from .measure import CHECKS, DEFAULT_CHECK, OutputError, check_precision, measure_error
 from .policy import (
     DEFAULT_MODE,
     FORCE_FP16,
@@ -55,8 +56,9 @@ from .policy import (
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "DEFAULT_MODE", "MODES", "KeepDtype", "MixList", "OutputError", "PrecisionOptions",
-    "PrecisionReport", "apply_precision", "estimate_fp16", "measure_error", "members",
+    "CHECKS", "DEFAULT_CHECK", "DEFAULT_MODE", "MODES", "KeepDtype", "MixList", "OutputError",
+    "PrecisionOptions", "PrecisionReport", "apply_precision", "check_precision", "estimate_fp16",
+    "measure_error", "members",
     "parse_keep_dtype", "parse_mixlist", "read_keep_dtype", "read_mixlist",
 ]
 
@@ -91,7 +93,6 @@ class PrecisionReport:
     casts_after_rules: int = 0  # Cast nodes left after the simplify rules ran
     casts_before_rules: int = 0
     black: list[str] = field(default_factory=list)
-    errors: list[OutputError] = field(default_factory=list)
     estimate: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -111,10 +112,6 @@ class PrecisionReport:
                 "weight_saturated": c.overflow})
         if self.mode == MIX:
             out["black_list"] = self.black
-        if self.errors:
-            out["error"] = {"reference": "the optimized graph in its original dtypes",
-                            "inputs": "random: floats N(0,1), integers and bools 0 or 1, seed 0",
-                            "outputs": [e.to_json() for e in self.errors]}
         return out
 
 
@@ -153,7 +150,7 @@ def pinned(keep: KeepDtype, source_names: Iterable[str], fusions: Sequence[Any])
 
 
 def apply_precision(graph: Graph, options: PrecisionOptions, *, source_names: Iterable[str] = (),
-                    fusions: Sequence[Any] = (), soc: str | None = None,
+                    fusions: Sequence[Any] = (), soc: str | SocProfile | None = None,
                     registry: Registry | None = None) -> tuple[Graph, PrecisionReport]:
     """``graph`` (shape-inferred) in the precision ``options.mode`` asks for."""
     options.check()
@@ -201,17 +198,19 @@ def _code(dtype: str) -> int:
     return ONNX_CODES.get(dtype, -1)
 
 
-def _cancel_casts(graph: Graph, soc: str | None, registry: Registry) -> Graph:
+def _cancel_casts(graph: Graph, soc: str | SocProfile | None, registry: Registry) -> Graph:
     """The shipped ``simplify`` rules alone (no folding): they drop no-op and round-trip Casts."""
     from ..opt.optimize import OptimizeOptions, optimize
 
-    opts = OptimizeOptions(opt_level="O1", soc_version=soc or "Ascend910", target="npu",
+    name = soc.name if isinstance(soc, SocProfile) else soc
+    opts = OptimizeOptions(opt_level="O1", soc_version=name or DEFAULT_SOC, target="npu",
                            disabled=frozenset({"ALL"}), enabled=frozenset({"simplify"}))
     result, _ = optimize(graph, opts, registry)
     return result
 
 
-def _estimate(before: Graph, after: Graph, soc: str, registry: Registry) -> dict[str, Any]:
+def _estimate(before: Graph, after: Graph, soc: str | SocProfile, registry: Registry
+              ) -> dict[str, Any]:
     model = NpuCostModel(soc, registry)
     now, then = model.graph(before).total_us, model.graph(after).total_us
     return {"estimated_us_before": round(now, 3), "estimated_us_after": round(then, 3),
@@ -219,7 +218,8 @@ def _estimate(before: Graph, after: Graph, soc: str, registry: Registry) -> dict
             weights_bytes(before), "weights_bytes_after": weights_bytes(after), "label": LABEL}
 
 
-def estimate_fp16(graph: Graph, soc: str, registry: Registry | None = None) -> dict[str, Any]:
+def estimate_fp16(graph: Graph, soc: str | SocProfile, registry: Registry | None = None
+                  ) -> dict[str, Any]:
     """Estimated latency and weight bytes now and under ``force_fp16`` (cost model only)."""
     registry = registry or default_registry()
     model = NpuCostModel(soc, registry)

@@ -1,5 +1,11 @@
 """Measured output error of a precision change: both graphs on the same random inputs.
 
+``check_precision(reference, graph, gears, level)`` is what a conversion runs
+(``--check_precision``): ``off`` measures nothing; ``quick`` (the default) one draw at the
+first gear, only when the two runs together need at most ``QUICK_GFLOP`` of work by the cost
+model's count (else it says so and how to ask for it); ``full`` every gear, ``FULL_SEEDS`` draws
+each, whatever it costs (the largest error of all draws is kept).
+
 Invariants:
 - Inputs are a pure function of the seed and the graph inputs: floats ~ N(0, 1), integers
   and bools 0 or 1 (valid as attention masks and as indices), symbolic dims bound by ``dims``
@@ -13,19 +19,23 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..build import bind_dims
+from ..ir.dims import bind_dims
 from ..ir.graph import Graph, Value
 from ..ir.registry import Registry
 from ..ir.verify import verify
 from ..runtime.executor import run_graph
 
 INT_HIGH = 2
+CHECKS = ("off", "quick", "full")
+DEFAULT_CHECK = "quick"
+QUICK_GFLOP = 20.0  # both runs together; ResNet-50 at 224x224 fits, BERT-base at 128 does not
+FULL_SEEDS = (0, 1, 2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,3 +89,43 @@ def measure_error(reference: Graph, graph: Graph, *, dims: Mapping[str, int] | N
     want = run_graph(reference, feeds, registry)
     got = run_graph(graph, feeds, registry)
     return [compare(want[name], got[name], name) for name in reference.output_names]
+
+
+def check_precision(reference: Graph, graph: Graph, gears: Sequence[Mapping[str, int]],
+                    level: str, *, flops: int = 0, registry: Registry | None = None
+                    ) -> dict[str, Any]:
+    """The record's ``precision`` entry for a changed graph (see the module docstring).
+
+    ``flops`` is the cost model's count for one run of ``graph`` (both graphs do the same
+    work); ``gears`` are the compiled dims (``[{}]`` for a static model).
+    """
+    out: dict[str, Any] = {"check": level, "status": "not measured", "outputs": []}
+    if level == "off":
+        out["note"] = "not measured (--check_precision=off)"
+        return out
+    gflop = 2 * flops / 1e9
+    if level == "quick" and gflop > QUICK_GFLOP:
+        out["note"] = (f"not measured: the two runs need {gflop:.0f} GFLOP, over the quick "
+                       f"check's {QUICK_GFLOP:.0f}; --check_precision=full measures it")
+        return out
+    seeds = FULL_SEEDS if level == "full" else FULL_SEEDS[:1]
+    chosen = list(gears) if level == "full" else list(gears)[:1]
+    worst: dict[str, OutputError] = {}
+    for dims in chosen or [{}]:
+        for seed in seeds:
+            for e in measure_error(reference, graph, dims=dims, seed=seed, registry=registry):
+                if e.name not in worst or _worse(e, worst[e.name]):
+                    worst[e.name] = e
+    names = ", ".join(_gear_name(d) for d in chosen or [{}])
+    out.update(status="measured", outputs=[worst[n].to_json() for n in worst],
+               note=f"measured on {len(seeds)} random draw(s) at {names}: floats N(0,1), "
+                    "integers and bools 0 or 1")
+    return out
+
+
+def _worse(a: OutputError, b: OutputError) -> bool:
+    return (not a.finite and b.finite) or a.max_rel > b.max_rel
+
+
+def _gear_name(dims: Mapping[str, int]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(dims.items())) or "the static shapes"

@@ -6,7 +6,7 @@ Invariants:
 - Every string that came from the model or the command line (node, tensor, op and rule names,
   guard reasons, paths) is escaped; the page loads nothing from the network and runs no script.
 - The page is well-formed XML (polyglot XHTML: every element closed, attributes quoted), so it
-  can be checked with an XML parser; sections have stable ids (``ops``, ``fusions``,
+  can be checked with an XML parser; sections have stable ids (``SECTIONS``: ``ops``, ``fusions``,
   ``rejected``, ``latency``, ``precision``, ``memory``, ``saturation``, ``phases``).
 - Every cost figure is labelled as an estimate; the precision error is labelled as measured.
 """
@@ -16,9 +16,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .svg import Block, Pair, esc, lifetime_chart, paired_bars
+from .. import figures
+from . import layout
+from .svg import (
+    Block,
+    GNode,
+    Pair,
+    esc,
+    graph_picture,
+    lifetime_chart,
+    line_chart,
+    paired_bars,
+)
 
-SECTIONS = ("summary", "ops", "latency", "fusions", "rejected", "precision", "memory",
+SECTIONS = ("summary", "ops", "latency", "fusions", "rejected", "precision", "graph", "nodes",
+            "memory",
             "saturation", "phases")
 
 CSS = """
@@ -45,6 +57,13 @@ padding:0 5px;margin-left:6px;vertical-align:middle}
 padding:0 5px;margin-left:6px;vertical-align:middle}
 .warn{color:#8a3b00}.muted{color:#6b7684}.lbl{font:11px sans-serif;fill:#33404d}
 .val{font:10px sans-serif;fill:#5b6775}svg{display:block;margin:6px 0}
+.gop{font:600 11px sans-serif;fill:#1d2733}.gname{font:9px sans-serif;fill:#5b6775}
+.blk{font:9px sans-serif;fill:#1d2733}
+.graph{overflow:auto;max-height:900px;border:1px solid #e3e7ed;border-radius:6px}
+tr:target{background:#fff3d6}
+@media print{main{max-width:none;padding:0}details{display:block}
+details>summary{display:none}.graph{max-height:none;overflow:visible}
+*{-webkit-print-color-adjust:exact;print-color-adjust:exact}}
 """
 
 
@@ -111,49 +130,35 @@ def _card(value: str, label: str) -> str:
 
 
 def summary(r: Mapping[str, Any]) -> str:
-    opt, opts = r.get("optimize", {}), r.get("options", {})
-    est = opt.get("estimate", {})
-    before = est.get("before", {}).get("total_us", 0.0)
-    after = (r.get("final") or {}).get("estimate", {}).get(
-        "total_us", est.get("after", {}).get("total_us", 0.0))
-    first: Mapping[str, Any] = next(iter(r.get("memory", {}).values()), {})
-    speed = before / after if after else 0.0
+    rec, opts = figures.of_report(r), r.get("options", {})
+    h = figures.headline(rec)
+    first: Mapping[str, Any] = next(iter(rec.get("memory", {}).values()), {})
+    phases = r.get("phases_s", {})
     cards = [
-        _card(f"{opt.get('nodes', {}).get('before', 0)} \u2192 "
-              f"{(r.get('final') or {}).get('nodes', opt.get('nodes', {}).get('after', 0))}",
-              "nodes before \u2192 after"),
-        _card(f"{before:,.0f} \u2192 {after:,.0f} \u00b5s",
-              f"latency ({speed:.2f}x), estimate"),
+        _card(f"{h.nodes_source} \u2192 {h.nodes_final}", "nodes before \u2192 after"),
+        _card(f"{h.us_source:,.0f} \u2192 {h.us_final:,.0f} \u00b5s",
+              f"latency ({h.speedup:.2f}x), estimate"),
         _card(mib(first.get("arena")), f"arena (no reuse: {mib(first.get('no_reuse'))})"),
         _card(mib(first.get("weights")), "weights"),
         _card(str(opts.get("precision_mode", "")), "precision mode"),
-        _card(f"{r.get('seconds', 0):.2f} s", "conversion time"),
+        _card(f"{sum(phases.values()):.2f} s", "conversion time"),
     ]
-    facts = [("model", r.get("source", "")), ("output", r.get("output", "")),
+    facts = [("model", r.get("source", "")), ("framework", r.get("framework", "onnx")),
+             ("output", r.get("output", "")),
              ("SoC", opts.get("soc_version", "")), ("opt level", opts.get("opt_level", "")),
              ("target", opts.get("target", "")),
              ("variants", ", ".join(v.get("name", "") for v in r.get("variants", [])))]
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in facts)
     cmd = r.get("command_line") or ""
+    notes = "".join(f'<p class="muted">note: {esc(n)}</p>' for n in r.get("notes", []))
     return (f'<div class="cards">{"".join(cards)}</div><table>{rows}</table>'
-            + (f"<p>command line: <code>{esc(cmd)}</code></p>" if cmd else ""))
-
-
-def _after(r: Mapping[str, Any]) -> tuple[Mapping[str, int], Mapping[str, float], str]:
-    """Op counts and estimates of the graph written: after optimization and precision."""
-    final, opt = r.get("final"), r.get("optimize", {})
-    if final:
-        return (final.get("ops", {}), final.get("estimate", {}).get("by_op_us", {}),
-                final.get("estimate", {}).get("label", ""))
-    after = opt.get("estimate", {}).get("after", {})
-    return opt.get("ops", {}).get("after", {}), after.get("by_op_us", {}), after.get("label", "")
+            + (f"<p>command line: <code>{esc(cmd)}</code></p>" if cmd else "") + notes)
 
 
 def ops(r: Mapping[str, Any]) -> str:
-    opt = r.get("optimize", {})
-    before = opt.get("ops", {}).get("before", {})
-    eb = opt.get("estimate", {}).get("before", {}).get("by_op_us", {})
-    after, ea, _ = _after(r)
+    rec = figures.of_report(r)
+    before, after = rec.get("ops", {}).get("source", {}), rec.get("ops", {}).get("final", {})
+    eb, ea = rec.get("by_op_us", {}).get("source", {}), rec.get("by_op_us", {}).get("final", {})
     names = sorted(set(before) | set(after), key=lambda o: (-before.get(o, 0), o))
     rows = [(o, before.get(o, 0), after.get(o, 0), float(eb.get(o, 0.0)), float(ea.get(o, 0.0)))
             for o in names]
@@ -164,10 +169,10 @@ def ops(r: Mapping[str, Any]) -> str:
 
 
 def latency(r: Mapping[str, Any]) -> str:
-    eb = r.get("optimize", {}).get("estimate", {}).get("before", {}).get("by_op_us", {})
-    _, ea, label = _after(r)
+    rec = figures.of_report(r)
+    eb, ea = rec.get("by_op_us", {}).get("source", {}), rec.get("by_op_us", {}).get("final", {})
     rows = [Pair(o, float(eb.get(o, 0.0)), float(ea.get(o, 0.0))) for o in set(eb) | set(ea)]
-    label = label or r.get("estimate_label", "")
+    label = rec.get("label") or r.get("estimate_label", "")
     chart = paired_bars(rows, unit="\u00b5s", title="estimated latency per op type")
     return chart + f'<p class="muted">{esc(label)}; symbolic dims count as 1.</p>'
 
@@ -194,18 +199,23 @@ def fusions(r: Mapping[str, Any]) -> str:
 
 
 def rejected(r: Mapping[str, Any]) -> str:
-    rows = []
-    for rule, stats in sorted(r.get("optimize", {}).get("rules", {}).items()):
-        for reason, count in sorted(stats.get("rejected", {}).items(), key=lambda kv: -kv[1]):
-            rows.append((Raw(f"<code>{esc(rule)}</code>"), Raw(f"<code>{esc(reason)}</code>"),
-                         count))
-    applied = sorted(((k, v) for k, v in r.get("optimize", {}).get("rules", {}).items()
-                      if v.get("applied")), key=lambda kv: -kv[1].get("applied", 0))
-    table = _table(["rule", "rule applied", "matches"],
-                   [(Raw(f"<code>{esc(k)}</code>"), v.get("applied", 0), v.get("matches", 0))
-                    for k, v in applied], numeric=(1, 2))
+    rules = r.get("optimize", {}).get("rules", {})
+    rows = [(Raw(f"<code>{esc(rule)}</code>"), Raw(f"<code>{esc(reason)}</code>"), count)
+            for rule, reason, count in figures.top_reasons(rules)]
+    used = sorted(((k, v) for k, v in rules.items() if v.get("applied")),
+                  key=lambda kv: (-kv[1].get("kept", 0), -kv[1].get("applied", 0), kv[0]))
+    table = _long_table(["rule", "matched", "applied", "kept in the graph written"],
+                        [(Raw(f"<code>{esc(k)}</code>"), v.get("matches", 0),
+                          v.get("applied", 0), v.get("kept", 0)) for k, v in used],
+                        numeric=(1, 2, 3), shown=15)
     return (_long_table(["rule", "guard that failed", "times"], rows, numeric=(2,))
-            + "<h3>rules applied</h3>" + table)
+            + '<p class="muted">A pattern constant that is not the one a rule asks for '
+              "(<code>x + 0</code> on <code>x + 1</code>) is no match, not listed here.</p>"
+            + "<h3>rules applied</h3>" + table
+            + '<p class="muted">matched: matches whose guards were tried; applied: those that '
+              "changed the e-graph; kept: those the extracted graph still shows (itself or "
+              "inside a later fusion). A rule can apply and lose at extraction when its result "
+              "is dearer or the target forbids it.</p>")
 
 
 def precision(r: Mapping[str, Any]) -> str:
@@ -214,6 +224,9 @@ def precision(r: Mapping[str, Any]) -> str:
     parts = [f"<p>mode <code>{esc(mode)}</code> (the default here is "
              f"<code>{esc(p.get('default_mode', ''))}</code>; atc's is "
              "<code>force_fp16</code>).</p>"]
+    casts = figures.cast_warning(figures.of_report(r))
+    if casts:
+        parts.append(f'<p class="warn">warning: {esc(casts)}</p>')
     if "estimated_us_fp16" in est:
         parts.append(f"<p>Nothing changed dtype. Under <code>force_fp16</code> the model would "
                      f"take {est['estimated_us_fp16']:,.1f} \u00b5s instead of "
@@ -233,21 +246,24 @@ def precision(r: Mapping[str, Any]) -> str:
              f"{mib(p.get('weight_bytes', {}).get('after'))}"),
             ("weight values saturated", p.get("weight_saturated", 0)),
             ("estimated \u00b5s before \u2192 after",
-             f"{est.get('estimated_us_before', 0):,.1f} \u2192 "
-             f"{est.get('estimated_us_after', 0):,.1f} (estimate)"),
+             f"{figures.headline(figures.of_report(r)).us_optimized:,.1f} \u2192 "
+             f"{figures.headline(figures.of_report(r)).us_final:,.1f} (estimate)"),
         ], numeric=(1,)))
         parts.append("<h3>kept in their original dtype</h3>" + _long_table(
             ["node", "op", "why"],
             [(k.get("node"), k.get("op"), k.get("reason")) for k in p.get("kept", [])]))
-    error = p.get("error")
-    if error:
-        parts.append(f"<h3>output error against {esc(error.get('reference'))}{MEAS}</h3>")
+    checked = figures.of_report(r).get("precision", {})
+    if checked.get("status") == "measured":
+        parts.append(f"<h3>output error against the optimized graph in its original dtypes"
+                     f"{MEAS}</h3>")
         parts.append(_table(["output", "max abs error", "max rel error (to max |ref|)",
                              "finite"],
                             [(e.get("output"), _sci(e.get("max_abs")), _sci(e.get("max_rel")),
                               "yes" if e.get("finite") else "NO")
-                             for e in error.get("outputs", [])], numeric=(1, 2)))
-        parts.append(f'<p class="muted">inputs: {esc(error.get("inputs"))}</p>')
+                             for e in checked.get("outputs", [])], numeric=(1, 2)))
+        parts.append(f'<p class="muted">{esc(checked.get("note"))}</p>')
+    elif checked.get("status") == "not measured":
+        parts.append(f'<p class="muted">output error {esc(checked.get("note"))}</p>')
     return "".join(parts)
 
 
@@ -258,19 +274,115 @@ def _sci(x: Any) -> str:
 def memory(r: Mapping[str, Any]) -> str:
     keys = ("no_reuse", "lower_bound", "file_order_bound", "arena", "weights", "inputs")
     rows = [(name, *(Raw(esc(mib(f.get(k)))) for k in keys), f.get("strategy"), f.get("order"))
-            for name, f in r.get("memory", {}).items()]
+            for name, f in figures.of_report(r).get("memory", {}).items()]
     table = _table(["variant", "no reuse", "lower bound", "file-order bound", "arena",
                     "weights", "inputs", "offsets by", "order"], rows, numeric=range(1, 7))
-    arena = r.get("arena") or {}
-    blocks = [Block(str(b["tensor"]), int(b["offset"]), int(b["size"]), int(b["first"]),
-                    int(b["last"])) for b in arena.get("blocks", [])]
-    chart = lifetime_chart(blocks, int(arena.get("arena_bytes", 0)), int(arena.get("steps", 0)),
-                           title=f"arena lifetimes ({arena.get('variant', '')})")
-    return (table + f"<h3>arena of variant <code>{esc(arena.get('variant', ''))}</code>: "
-            f"{len(blocks)} tensors in {mib(arena.get('arena_bytes'))}</h3>" + chart
-            + '<p class="muted">Each rectangle is a tensor: from the step that writes it to its '
-              "last reader (x), at its offset in the arena (y). Rectangles sharing a block in "
-              "turn are reuse; none overlap while alive (the planner verifies it).</p>")
+    arenas = r.get("arenas") or []
+    curves = [(str(a.get("variant", "")), [int(x) for x in a.get("in_use", [])])
+              for a in arenas]
+    biggest = max((int(a.get("arena_bytes", 0)) for a in arenas), default=0)
+    parts = [table]
+    if curves:
+        parts.append("<h3>arena bytes holding live tensors, step by step</h3>"
+                     + line_chart(curves, title="peak memory over time", limit=biggest)
+                     + '<p class="muted">One line per variant; the dashed line is the largest '
+                       "arena. The peak is the lower bound the planner is measured against.</p>")
+    for a in arenas:
+        blocks = [Block(str(b["tensor"]), int(b["offset"]), int(b["size"]), int(b["first"]),
+                        int(b["last"])) for b in a.get("blocks", [])]
+        parts.append(f"<h3>arena of variant <code>{esc(a.get('variant', ''))}</code>: "
+                     f"{len(blocks)} tensors in {mib(a.get('arena_bytes'))}</h3>"
+                     + lifetime_chart(blocks, int(a.get("arena_bytes", 0)),
+                                      int(a.get("steps", 0)),
+                                      title=f"arena lifetimes ({a.get('variant', '')})"))
+    parts.append('<p class="muted">Each rectangle is a tensor: from the step that writes it to '
+                 "its last reader (x), at its offset in the arena (y); the largest carry their "
+                 "name and size. Rectangles sharing a block in turn are reuse; none overlap "
+                 "while alive (the planner verifies it).</p>")
+    return "".join(parts)
+
+
+DRAW_LIMIT = 120  # nodes drawn one by one; larger graphs are drawn by block
+
+
+def graph(r: Mapping[str, Any]) -> str:
+    graphs = r.get("graphs") or {}
+    parts = []
+    for key, title in (("before", "the model as loaded"), ("after", "the graph written")):
+        data = graphs.get(key)
+        if data:
+            parts.append(_picture(data.get("nodes", []), key, title))
+    if not parts:
+        return '<p class="muted">no graph in this report</p>'
+    return ('<p class="muted">Top to bottom in execution order; orange boxes are nodes a rule '
+            "created, dashed red ones nodes a fusion replaced. A click goes to the node's row "
+            "below. Graphs over " + str(DRAW_LIMIT) + " nodes are drawn by block (name "
+            "prefix).</p>" + "".join(parts))
+
+
+def _picture(nodes: list[Mapping[str, Any]], key: str, title: str) -> str:
+    names = [str(n.get("name", "")) for n in nodes]
+    groups = layout.blocks(names, DRAW_LIMIT)
+    order = list(dict.fromkeys(groups))
+    index = {g: i for i, g in enumerate(order)}
+    members: dict[int, list[int]] = {}
+    for k, g in enumerate(groups):
+        members.setdefault(index[g], []).append(k)
+    boxes = []
+    for i, g in enumerate(order):
+        ks = members[i]
+        preds = sorted({index[groups[p]] for k in ks for p in nodes[k].get("in", [])} - {i})
+        marks = {str(nodes[k].get("mark", "")) for k in ks}
+        mark = "fused" if "fused" in marks else "gone" if "gone" in marks else ""
+        if len(ks) == 1:
+            n = nodes[ks[0]]
+            boxes.append(GNode(str(n.get("op", "")), str(n.get("name", "")), tuple(preds),
+                               f"#{key}-{ks[0]}", mark,
+                               f"{n.get('name')} ({n.get('op')}): {n.get('us', 0)} us"))
+        else:
+            ops: dict[str, int] = {}
+            for k in ks:
+                ops[str(nodes[k].get("op"))] = ops.get(str(nodes[k].get("op")), 0) + 1
+            top = ", ".join(f"{o} {c}" for o, c in sorted(ops.items(), key=lambda kv: -kv[1]))
+            boxes.append(GNode(g, f"{len(ks)} nodes", tuple(p for p in preds if p < i),
+                               f"#{key}-{ks[0]}", mark, f"{g}: {top}"))
+    places = layout.layered([b.preds for b in boxes])
+    picture = graph_picture(boxes, [(pl.layer, pl.slot) for pl in places],
+                            title=f"{title}: {len(nodes)} nodes")
+    how = f", by {len(order)} blocks" if len(order) < len(nodes) else ""
+    return (f"<h3>{esc(title)}: {len(nodes)} nodes{how}</h3>"
+            f'<div class="graph">{picture}</div>')
+
+
+def node_tables(r: Mapping[str, Any]) -> str:
+    """The 20 most expensive nodes, then every node of both graphs (the pictures' targets)."""
+    graphs = r.get("graphs") or {}
+    after = (graphs.get("after") or {}).get("nodes", [])
+    where = {str(n.get("name")): k for k, n in enumerate(after)}
+    rec = figures.of_report(r)
+    top = [(Raw(f'<a href="#after-{where[str(n)]}"><code>{esc(n)}</code></a>'
+                if str(n) in where else f"<code>{esc(n)}</code>"), op, float(us), bound)
+           for n, op, us, bound in rec.get("nodes_us", [])]
+    parts = ["<h3>the 20 most expensive nodes of the graph written" + str(EST) + "</h3>",
+             _table(["node", "op", "est. \u00b5s", "bound by"], top, numeric=(2,))]
+    for key, title in (("after", "every node of the graph written"),
+                       ("before", "every node of the model as loaded")):
+        nodes = (graphs.get(key) or {}).get("nodes", [])
+        if not nodes:
+            continue
+        rows = "".join(
+            f'<tr id="{key}-{k}"><td class="n">{k}</td><td><code>{esc(n.get("name"))}</code>'
+            f'</td><td>{esc(n.get("op"))}</td><td class="n">{_cell(float(n.get("us", 0)))}</td>'
+            f'<td>{_MARKS.get(str(n.get("mark", "")), "")}</td></tr>'
+            for k, n in enumerate(nodes))
+        parts.append(f"<details><summary>{esc(title)} ({len(nodes)})</summary><table><thead>"
+                     "<tr><th class=\"n\">#</th><th>node</th><th>op</th>"
+                     "<th class=\"n\">est. \u00b5s</th><th></th></tr></thead>"
+                     f"<tbody>{rows}</tbody></table></details>")
+    return "".join(parts)
+
+
+_MARKS = {"fused": "made by a rule", "gone": "replaced by a fusion"}
 
 
 def saturation(r: Mapping[str, Any]) -> str:
@@ -305,6 +417,8 @@ def render(r: Mapping[str, Any]) -> str:
             _section("fusions", "Fusions (the rule and the nodes each replaced)", fusions(r)),
             _section("rejected", "Rules that matched but were not applied", rejected(r)),
             _section("precision", "Precision", precision(r)),
+            _section("graph", "The graph before and after", graph(r)),
+            _section("nodes", "Nodes and their estimated cost", node_tables(r), EST),
             _section("memory", "Memory", memory(r)),
             _section("saturation", "Saturation: limits and stop reason", saturation(r)),
             _section("phases", "Time per phase", phases(r)),

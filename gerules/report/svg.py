@@ -1,4 +1,5 @@
-"""Inline SVG charts for the HTML report: paired bars and the arena's lifetime chart.
+"""Inline SVG for the HTML report: paired bars, the arena's lifetime chart, the in-use curve
+and layered pictures of a graph (boxes that link to their rows).
 
 Invariants:
 - Pure functions from numbers and names to SVG text; no scripts, no external references, so
@@ -88,8 +89,10 @@ class Block:
 
 
 def lifetime_chart(blocks: Sequence[Block], arena: int, steps: int, *, title: str,
-                   limit: int = 4000) -> str:
-    """Tensors as rectangles: x = execution step (producer to last reader), y = arena offset."""
+                   limit: int = 4000, labels: int = 40) -> str:
+    """Tensors as rectangles: x = execution step (producer to last reader), y = arena offset;
+    the ``labels`` largest blocks with room get their name and size written in (so the
+    chart reads on paper, not only on hover); offsets are ticked in MiB."""
     left, top, plot_w, plot_h = 70, 10, WIDTH - 80, 300
     arena, steps = max(arena, 1), max(steps, 1)
     sx, sy = plot_w / (steps + 1), plot_h / arena
@@ -103,7 +106,14 @@ def lifetime_chart(blocks: Sequence[Block], arena: int, steps: int, *, title: st
                    f'fill="{_color(b.tensor)}" stroke="#ffffff" stroke-width="0.3">'
                    f"<title>{esc(b.tensor)}: {b.size} bytes at offset {b.offset}, steps "
                    f"{b.first}-{b.last}</title></rect>")
+        if w > 26 and h > 11 and labels > 0:  # printed text for the blocks with room for it
+            labels -= 1
+            size = _mib(b.size).replace(" MiB", "M").replace(" KiB", "K")
+            text = size if w < 90 else f"{_short(b.tensor, int(w / 5.5) - len(size) - 1)} {size}"
+            out.append(f'<text x="{num(x + 2)}" y="{num(y + 10)}" class="blk">{esc(text)}'
+                       "</text>")
     out += [_axis_text(left - 6, top + 10, "0", "end"),
+            _axis_text(left - 6, top + plot_h / 2, _mib(arena // 2), "end"),
             _axis_text(left - 6, top + plot_h, _mib(arena), "end"),
             _axis_text(left, top + plot_h + 16, "step 0", "start"),
             _axis_text(left + plot_w, top + plot_h + 16, f"step {steps}", "end"),
@@ -130,3 +140,98 @@ def _color(name: str) -> str:
     """A stable, readable colour per tensor name."""
     h = int.from_bytes(hashlib.sha1(name.encode("utf-8", "replace")).digest()[:2], "big")
     return f"hsl({h % 360}, 55%, {52 + (h >> 9) % 16}%)"
+
+
+# ------------------------------------------------------------------ graph pictures
+
+NODE_W, NODE_H, GAP_X, GAP_Y = 124, 28, 14, 18
+FILL = {"": "#eef3f9", "fused": "#ffd9a8", "gone": "#fbe3e3"}
+STROKE = {"": "#7d93ad", "fused": "#c26a00", "gone": "#c46262"}
+
+
+@dataclass(frozen=True, slots=True)
+class GNode:
+    """One box of a graph picture: its text, the boxes it reads, where a click goes."""
+
+    label: str  # first line (the op, or a block name)
+    detail: str  # second line (the node name, or the block's op counts)
+    preds: tuple[int, ...]
+    href: str
+    mark: str = ""  # "", "fused" (a rule made it) or "gone" (a fusion replaced it)
+    tip: str = ""
+
+
+def graph_picture(nodes: Sequence[GNode], places: Sequence[tuple[int, int]], *,
+                  title: str) -> str:
+    """Boxes at (layer, slot) top to bottom, edges as curves, each box a link."""
+    if not nodes:
+        return ""
+    cols = max(s for _, s in places) + 1
+    rows = max(lay for lay, _ in places) + 1
+    width = max(WIDTH, 20 + cols * (NODE_W + GAP_X))
+    height = 20 + rows * (NODE_H + GAP_Y)
+    xy = [(10 + s * (NODE_W + GAP_X), 10 + lay * (NODE_H + GAP_Y)) for lay, s in places]
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" role="img" aria-label="{esc(title)}">'
+           f"<title>{esc(title)}</title>"]
+    for k, n in enumerate(nodes):
+        x2, y2 = xy[k][0] + NODE_W / 2, xy[k][1]
+        for p in n.preds:
+            x1, y1 = xy[p][0] + NODE_W / 2, xy[p][1] + NODE_H
+            mid = (y1 + y2) / 2
+            out.append(f'<path d="M{num(x1)},{num(y1)} C{num(x1)},{num(mid)} {num(x2)},'
+                       f'{num(mid)} {num(x2)},{num(y2)}" fill="none" stroke="#9aa7b5" '
+                       'stroke-width="1"/>')
+    for k, n in enumerate(nodes):
+        x, y = xy[k]
+        dash = ' stroke-dasharray="4 2"' if n.mark == "gone" else ""
+        out.append(f'<a href="{esc(n.href)}"><rect x="{x}" y="{y}" width="{NODE_W}" '
+                   f'height="{NODE_H}" rx="5" fill="{FILL[n.mark]}" stroke="{STROKE[n.mark]}"'
+                   f'{dash}><title>{esc(n.tip or n.detail)}</title></rect>'
+                   f'<text x="{x + NODE_W / 2}" y="{y + 12}" text-anchor="middle" '
+                   f'class="gop">{esc(_short(n.label, 20))}</text>'
+                   f'<text x="{x + NODE_W / 2}" y="{y + 23}" text-anchor="middle" '
+                   f'class="gname">{esc(_short(n.detail, 24))}</text></a>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def line_chart(series: Sequence[tuple[str, Sequence[int]]], *, title: str,
+               limit: int | None = None) -> str:
+    """Bytes over execution steps, one line per series, its peak labelled; ``limit`` (the
+    largest arena) as a dashed line. Labels are text, so they print."""
+    left, top, plot_w, plot_h = 80, 24, WIDTH - 100, 220
+    peak = max([max(s, default=0) for _, s in series] + [limit or 0, 1])
+    steps = max([len(s) for _, s in series] + [2]) - 1
+    out = [_open(plot_h + 70, title),
+           f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="#f7f8fa" '
+           'stroke="#c9ced6"/>']
+    for frac in (0.0, 0.5, 1.0):
+        y = top + plot_h * (1 - frac)
+        out.append(_axis_text(left - 6, y + 4, _mib(int(peak * frac)), "end"))
+    if limit:
+        y = top + plot_h * (1 - limit / peak)
+        out.append(f'<line x1="{left}" y1="{num(y)}" x2="{left + plot_w}" y2="{num(y)}" '
+                   'stroke="#8a3b00" stroke-dasharray="5 3"/>')
+    for k, (name, values) in enumerate(series):
+        color = _PALETTE[k % len(_PALETTE)]
+        pts = " ".join(f"{num(left + i / max(steps, 1) * plot_w)},"
+                       f"{num(top + plot_h * (1 - v / peak))}" for i, v in enumerate(values))
+        out.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="1.6"/>')
+        best = max(range(len(values)), key=values.__getitem__) if values else 0
+        px = left + best / max(steps, 1) * plot_w
+        py = top + plot_h * (1 - (values[best] if values else 0) / peak)
+        out.append(f'<circle cx="{num(px)}" cy="{num(py)}" r="3" fill="{color}"/>')
+        out.append(f'<text x="{num(min(px + 6, left + plot_w - 4))}" y="{num(py - 4 - 12 * k)}" '
+                   f'class="lbl" text-anchor="{"end" if px > left + plot_w - 160 else "start"}"'
+                   f'>{esc(name)}: peak {_mib(values[best] if values else 0)} at step {best}'
+                   "</text>")
+    out += [_axis_text(left, top + plot_h + 16, "step 0", "start"),
+            _axis_text(left + plot_w, top + plot_h + 16, f"step {steps}", "end"),
+            _axis_text(left + plot_w / 2, top + plot_h + 34, "execution order \u2192 "
+                       "(y: arena bytes holding live tensors)", "middle")]
+    out.append("</svg>")
+    return "".join(out)
+
+
+_PALETTE = ("#2f6db5", "#c26a00", "#2e8b57", "#8e44ad", "#b03a2e", "#5d6d7e")

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import GeError, KernelError, ResourceLimit
+from ..ir.dtypes import to_numpy
 from ..ir.graph import Graph, Node
 from ..ir.infer import schema_for
 from ..ir.registry import Call, KernelFn, Registry
@@ -80,7 +81,7 @@ class Program:
         t = graph.type_of(name)
         assert t is not None and t.shape is not None, f"no static type for {name}"
         shape = tuple(int(d) for d in t.shape)
-        return Slot(offset, np.dtype(t.dtype), shape, int(t.nbytes() or 0))
+        return Slot(offset, to_numpy(t.dtype), shape, int(t.nbytes() or 0))
 
 
 class Arena:

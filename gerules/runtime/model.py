@@ -7,7 +7,9 @@ Invariants:
 - ``inputs``/``outputs`` describe the tensors like acl's model description: the static shapes
   of a single-variant model, the declared shapes (symbolic dims as names) of a multi-variant
   (dynamic batch) model.
-- ``run`` picks the variant whose input shapes match the feeds, checks the feeds, executes
+- ``run`` picks the variant whose input shapes match the feeds (or the first range bucket
+  whose ranges take their sizes: the declared graph is bound to them and runs in the bucket's
+  plan, every tensor no larger than planned), checks the feeds, executes
   every node into views of one arena (weights are read-only views into the file's memory map,
   graph inputs are read in place from the caller's arrays) and returns copies of the outputs.
 - Concurrent runs (``run`` from several threads, ``run_async``) each take their own arena from
@@ -30,13 +32,17 @@ from typing import Any
 import numpy as np
 
 from ..errors import GeError, ModelError, UsageError
+from ..ir.dims import bind_dims, symbol_sizes
 from ..ir.graph import Dim, Graph, TensorType, Value
 from ..ir.registry import Registry, default_registry
+from ..ir.verify import verify
 from ..memory.plan import MemoryFigures
 from ..om.contents import Variant
 from ..om.reader import OmFile
 from .arena import ArenaPool, Program, run_sequential, run_streams
 from .executor import check_feeds
+
+SHAPED_CACHE = 8  # range-bucket programs kept per model (one per set of sizes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +74,8 @@ class Model:
         self.soc_version = contents.soc_version
         self.streams = _stream_count(contents.variants, streams)
         self._pools = [ArenaPool(Program(v.graph, v.plan, registry)) for v in self.variants]
+        self._registry = registry
+        self._by_sizes: dict[tuple[int, tuple[tuple[str, int], ...]], ArenaPool] = {}
         self._weights: dict[str, np.ndarray] = dict(self.graph.initializers)
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
@@ -94,7 +102,8 @@ class Model:
         return tuple(TensorDesc.of(v) for v in self._described().outputs)
 
     def _described(self) -> Graph:
-        return self.variants[0].graph if len(self.variants) == 1 else self.graph
+        single = len(self.variants) == 1 and not self.variants[0].ranges
+        return self.variants[0].graph if single else self.graph
 
     @property
     def figures(self) -> tuple[MemoryFigures | None, ...]:
@@ -103,29 +112,51 @@ class Model:
     def arena_bytes(self, variant: int = 0) -> int:
         return self.variants[variant].plan.arena_bytes
 
-    def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        """Run once; returns ``{output name: array}`` (copies, safe to keep)."""
+    def run(self, feeds: Mapping[str, Any], *, poison: bool = False) -> dict[str, np.ndarray]:
+        """Run once; returns ``{output name: array}`` (copies, safe to keep).
+
+        ``poison=True`` is a checking run (``runtime.poison``): one stream, every arena byte
+        the plan holds dead overwritten between steps, so an unsafe plan gives wrong numbers.
+        """
         try:
-            return self._run(feeds)
+            return self._run(feeds, poison)
         except GeError as e:
             raise e.with_place(file=self.path) from None
 
-    def _run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    def _run(self, feeds: Mapping[str, Any], poison: bool = False) -> dict[str, np.ndarray]:
         pools = self._open_pools()
-        index = self._pick(feeds)
-        pool = pools[index]
+        index, sizes = self._pick(feeds)
+        pool = pools[index] if sizes is None else self._shaped(index, sizes)
         program = pool.program
         arrays = check_feeds(program.graph, feeds)
         arena = pool.acquire()
         try:
             env = {**self._weights, **arrays, **arena.views}
-            if self.streams > 1:
+            if poison:
+                from .poison import run_poisoned
+
+                run_poisoned(program, arena, env)
+            elif self.streams > 1:
                 run_streams(program, env, arena.views)
             else:
                 run_sequential(program, env, arena.views)
             return {name: np.array(env[name], copy=True) for name in program.graph.output_names}
         finally:
             pool.release(arena)
+
+    def _shaped(self, index: int, sizes: Mapping[str, int]) -> ArenaPool:
+        """The pool of a range bucket at these sizes (built once, the last few kept)."""
+        key = (index, tuple(sorted(sizes.items())))
+        with self._lock:
+            pool = self._by_sizes.get(key)
+        if pool is None:
+            pool = ArenaPool(shaped_program(self.graph, self.variants[index], sizes,
+                                            self._registry))
+            with self._lock:
+                if len(self._by_sizes) >= SHAPED_CACHE:
+                    self._by_sizes.pop(next(iter(self._by_sizes)))
+                self._by_sizes[key] = pool
+        return pool
 
     def run_async(self, feeds: Mapping[str, Any]) -> Future[dict[str, np.ndarray]]:
         """Run on a background thread; the future holds the outputs or the error."""
@@ -148,8 +179,9 @@ class Model:
             om.close()
 
     def _drop_weights(self) -> None:
-        for pool in self._pools:
+        for pool in [*self._pools, *self._by_sizes.values()]:
             pool.clear()
+        self._by_sizes = {}
         self._pools, self._weights = [], {}
         self.graph = self.graph.replace(initializers={})
         self.variants = tuple(dataclasses.replace(v, graph=v.graph.replace(initializers={}))
@@ -166,19 +198,36 @@ class Model:
             raise UsageError("the model is closed", file=self.path)
         return self._pools
 
-    def _pick(self, feeds: Mapping[str, Any]) -> int:
-        """The variant whose input shapes match the feeds (the only one if there is one)."""
-        if len(self.variants) == 1:
-            return 0
+    def _pick(self, feeds: Mapping[str, Any]) -> tuple[int, dict[str, int] | None]:
+        """The variant whose input shapes match the feeds (the only one if there is one), or
+        the range bucket that takes them and the sizes of its symbols."""
         shapes = {k: tuple(np.shape(v)) for k, v in feeds.items()}
+        if len(self.variants) == 1 and not self.variants[0].ranges:
+            return 0, None
         for i, v in enumerate(self.variants):
-            if all(shapes.get(x.name) == x.shape for x in v.graph.inputs
-                   if x.name in shapes or x.name not in v.graph.initializers):
-                return i
-        compiled = "; ".join(f"{v.name}: " + ", ".join(f"{x.name}{list(x.shape or ())}"
-                                                        for x in v.graph.inputs)
-                             for v in self.variants)
+            if not v.ranges and all(shapes.get(x.name) == x.shape for x in v.graph.inputs
+                                    if x.name in shapes or x.name not in v.graph.initializers):
+                return i, None
+        sizes = symbol_sizes(self.graph.inputs, shapes)
+        for i, v in enumerate(self.variants):
+            if v.takes(sizes):
+                return i, {s: sizes[s] for s in v.ranges}
+        compiled = "; ".join(v.name if v.ranges else f"{v.name}: " + ", ".join(
+            f"{x.name}{list(x.shape or ())}" for x in v.graph.inputs) for v in self.variants)
         raise ModelError(f"no compiled variant takes these input shapes ({compiled})")
+
+
+def shaped_program(graph: Graph, variant: Variant, sizes: Mapping[str, int],
+                   registry: Registry) -> Program:
+    """The program of a range bucket at ``sizes``: the declared graph with its symbols bound,
+    each tensor at the bucket plan's offset, none larger than the plan made room for."""
+    bound = verify(bind_dims(graph, sizes), registry)
+    for name in variant.plan.offsets:
+        have, room = bound.type_of(name), variant.graph.type_of(name)
+        if have is None or room is None or (have.nbytes() or 0) > (room.nbytes() or 0):
+            raise ModelError(f"tensor '{name}' needs {have} at these sizes, more than the "
+                             f"plan of '{variant.name}' made room for ({room})")
+    return Program(bound, variant.plan, registry)
 
 
 def _stream_count(variants: tuple[Variant, ...], streams: int | None) -> int:

@@ -4,7 +4,8 @@
   the reference executor and raise ``AssertionError`` with a report when they differ;
   ``compare(expected, got, rtol, atol) -> Mismatch | None`` for one pair of arrays.
 - ``random_graph(seed, **options)`` and ``random_feeds(graph, seed)``: random verified graphs
-  and their inputs from a NumPy seed (no hypothesis needed).
+  and their inputs from a NumPy seed (no hypothesis needed); ``random_motif_graph(seed)``
+  draws only the motifs the rules fuse.
 - Hypothesis strategies (need the ``hypothesis`` package; imported on first use):
   ``dtypes``, ``shapes``, ``broadcastable_shapes``, ``tensors``, ``graphs``, ``feeds``,
   ``graphs_with_feeds`` (see ``gerules.testing.strategies``).
@@ -26,15 +27,22 @@ from .equivalence import Mismatch, assert_equivalent, compare
 from .graphgen import GraphOptions, RngChooser, build_graph, random_feeds
 
 _STRATEGIES = ("broadcastable_shapes", "dtypes", "feeds", "graphs", "graphs_with_feeds",
-               "shapes", "tensors")
+               "motif_graphs", "shapes", "tensors")
 
 __all__ = ["GraphOptions", "Mismatch", "Sandbox", "assert_equivalent", "compare",
-           "random_feeds", "random_graph", *_STRATEGIES]
+           "random_feeds", "random_graph", "random_motif_graph", *_STRATEGIES]
 
 
 def random_graph(seed: int = 0, **options: Any) -> Graph:
     """A random verified graph from a NumPy seed; ``options`` are ``GraphOptions`` fields."""
     return build_graph(RngChooser(seed), GraphOptions(**options))
+
+
+def random_motif_graph(seed: int = 0, **overrides: Any) -> Graph:
+    """A random graph of fusible motifs (``motifs.motif_options``) from a NumPy seed."""
+    from .motifs import motif_options
+
+    return build_graph(RngChooser(seed), motif_options(**overrides))
 
 
 def __getattr__(name: str) -> Any:

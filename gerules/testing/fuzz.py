@@ -9,6 +9,9 @@ Each target runs the same library steps as the CLI command and must only ever ra
   load that and run it in its arena.
 - ``om_target(data)``: ``ge-rewrite inspect`` and ``run`` on a ``.om`` file.
 - ``rules_target(text)``: ``ge-rewrite rules check``: parse, check (with soundness), compile.
+- ``caffe_target(data)``: ``ge-rewrite --framework=0`` on a prototxt + caffemodel pair
+  (``caffe_case`` packs both into one byte string): convert, then run the graph.
+- ``mindir_target(data)``: ``ge-rewrite --framework=1`` on a ``.mindir``: convert, run.
 
 Invariants:
 - Targets write only inside a private temporary folder per case (the file under test and
@@ -123,3 +126,42 @@ def ger_bytes_target(data: bytes) -> None:
     with scratch("fuzz.ger", data) as path:
         lib = parse_library([path])
         raise_errors(list(lib.errors))
+
+
+def caffe_case(prototxt: bytes, caffemodel: bytes) -> bytes:
+    """One fuzz case from a Caffe net and its weights (``caffe_target`` unpacks it)."""
+    return len(prototxt).to_bytes(4, "little") + prototxt + caffemodel
+
+
+def caffe_target(data: bytes) -> None:
+    """Convert a Caffe pair (``caffe_case``) and run the graph on random inputs."""
+    from ..frontends import caffe
+
+    size = int.from_bytes(data[:4], "little")
+    text, weights = data[4:4 + size], data[4 + size:]
+    with scratch("net.prototxt", text) as path:
+        weight_path = path.with_name("net.caffemodel")
+        weight_path.write_bytes(weights)
+        _run_graph(caffe.convert(path, weight_path))
+
+
+def mindir_target(data: bytes) -> None:
+    """Convert a ``.mindir`` and run the graph on random inputs."""
+    from ..frontends import mindir
+
+    with scratch("model.mindir", data) as path:
+        _run_graph(mindir.convert(path))
+
+
+def _run_graph(graph: Graph) -> None:
+    """The reference executor on random inputs within ``MAX_BYTES`` (small graphs only)."""
+    from ..cli import feeds
+    from ..runtime.executor import Executor
+
+    if len(graph.nodes) > MAX_NODES:
+        return
+    shapes = feeds.concrete_shapes(list(graph.inputs), {})
+    inputs = feeds.random_feeds(list(graph.inputs), shapes, 0, MAX_BYTES)
+    _check_sizes(graph)
+    with np.errstate(all="ignore"):
+        Executor(graph).run(inputs)

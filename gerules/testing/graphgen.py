@@ -76,7 +76,9 @@ class GraphOptions:
 
     ``ops``: generator names from ``opgen.GENERATORS`` (``None``: all of them);
     ``symbolic``: graph inputs get a symbolic first dim ``"N"``; ``max_side``: largest
-    static dim of a graph input.
+    static dim of a graph input; ``ranks``: the ranks a graph input may have (the motif
+    presets ask for 3-D and 4-D inputs, which conv blocks and attention need);
+    ``min_side``: smallest static dim past the first.
     """
 
     max_nodes: int = 8
@@ -88,6 +90,8 @@ class GraphOptions:
     max_outputs: int = 3
     max_side: int = 5
     opset: int = DEFAULT_OPSET
+    ranks: tuple[int, ...] = (1, 2, 3, 4)
+    min_side: int = 1
 
 
 @dataclass
@@ -180,8 +184,10 @@ class Builder:
 
 
 def input_shape(b: Builder) -> Shape:
-    rank = b.integer(1, 4)
-    dims: list[Dim] = [b.integer(1, b.options.max_side) for _ in range(rank)]
+    rank = choice(b.chooser, b.options.ranks)
+    lo = b.options.min_side
+    dims: list[Dim] = [b.integer(1 if i == 0 else lo, max(lo, b.options.max_side))
+                       for i in range(rank)]
     if b.options.symbolic:
         dims[0] = SYMBOL
     return tuple(dims)

@@ -328,3 +328,53 @@ MODELS: dict[str, Callable[[], ModelCase]] = {
     "transformer_encoder": transformer_encoder,
     "tiny_resnet": tiny_resnet,
 }
+
+
+def control_flow(seed: int = 0, rows: int = 2, cols: int = 3, trips: int = 3) -> ModelCase:
+    """If, Loop and Scan reading enclosing values, the way exporters write them:
+    ``y = If(sum(x) > 0, x * w, x - w)`` (both branches read x and w from outside),
+    ``z, zs = Loop(trips, acc += y)`` (the body reads y from outside) and a Scan running sum
+    with a Relu over the rows of ``z``."""
+    rng = np.random.default_rng(seed)
+    f32, shape = TensorProto.FLOAT, [rows, cols]
+
+    def info(name: str, dtype: int, dims: list[int]) -> onnx.ValueInfoProto:
+        return helper.make_tensor_value_info(name, dtype, dims)
+
+    then = helper.make_graph([helper.make_node("Mul", ["x", "w"], ["then_y"])], "then", [],
+                             [info("then_y", f32, shape)])
+    other = helper.make_graph([helper.make_node("Sub", ["x", "w"], ["else_y"])], "else", [],
+                              [info("else_y", f32, shape)])
+    loop = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Add", ["acc_in", "y"], ["acc_out"]),
+         helper.make_node("Identity", ["acc_out"], ["acc_seen"])], "loop_body",
+        [info("i", TensorProto.INT64, []), info("cond_in", TensorProto.BOOL, []),
+         info("acc_in", f32, shape)],
+        [info("cond_out", TensorProto.BOOL, []), info("acc_out", f32, shape),
+         info("acc_seen", f32, shape)])
+    scan = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "row"], ["s_out"]),
+         helper.make_node("Relu", ["s_out"], ["r"])], "scan_body",
+        [info("s_in", f32, [cols]), info("row", f32, [cols])],
+        [info("s_out", f32, [cols]), info("r", f32, [cols])])
+    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0, name="sum"),
+             helper.make_node("Greater", ["s", "zero"], ["c"], name="positive"),
+             helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other,
+                              name="branch"),
+             helper.make_node("Loop", ["trips", "true", "acc0"], ["z", "zs"], body=loop,
+                              name="accumulate"),
+             helper.make_node("Scan", ["init", "z"], ["final", "rs"], body=scan,
+                              num_scan_inputs=1, name="running_sum")]
+    inits = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), "w"),
+             numpy_helper.from_array(np.array(0, np.float32), "zero"),
+             numpy_helper.from_array(np.array(trips, np.int64), "trips"),
+             numpy_helper.from_array(np.array(True), "true"),
+             numpy_helper.from_array(np.zeros(shape, np.float32), "acc0"),
+             numpy_helper.from_array(np.zeros(cols, np.float32), "init")]
+    graph = helper.make_graph(
+        nodes, "control_flow", [info("x", f32, shape)],
+        [info("z", f32, shape), info("zs", f32, [trips, *shape]), info("final", f32, [cols]),
+         info("rs", f32, shape)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return ModelCase("control_flow", model, _image_feeds("x", (rows, cols)))

@@ -3,8 +3,11 @@
 Each motif adds a few nodes at once, the way PyTorch's exporter writes them, so random graphs
 contain what the shipped rules look for: a convolution block (Conv, BatchNormalization with
 constant statistics, an activation, sometimes a residual Add), a linear layer (MatMul by a
-constant weight, a bias Add, an activation), GELU spelled with Erf, LayerNormalization spelled
-with ReduceMean / Pow / Sqrt, and scaled dot-product attention.
+constant weight, a bias Add, an activation), a feed-forward layer (linear + GELU with Erf),
+GELU spelled with Erf, LayerNormalization spelled with ReduceMean / Pow / Sqrt, scaled
+dot-product attention, residual adds around a linear layer or a convolution, and head
+split/merge chains (Reshape / Transpose). ``MOTIF_OPS`` names the table the optimizer's
+property suite draws from (``strategies.motif_graphs``, ``testing.random_motif_graph``).
 
 Invariants: as for ``opgen`` (every node infers; a motif declines when no tensor fits), and
 the motifs use ai.onnx ops only, so graphs stay runnable by onnxruntime.
@@ -16,7 +19,7 @@ import math
 
 import numpy as np
 
-from .graphgen import Builder, Tensor, choice, coin
+from .graphgen import Builder, GraphOptions, Tensor, choice, coin
 
 ACTIVATIONS = ("Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Gelu")
 
@@ -59,14 +62,19 @@ def conv_block(b: Builder) -> bool:
     return True
 
 
+def _dense(b: Builder, x: Tensor, n: int) -> Tensor:
+    """MatMul of ``x`` by a constant ``[k, n]`` weight, then a bias Add."""
+    k = int(x.shape[-1])
+    y = b.add("MatMul", [x.name, b.weights((k, n), -1 / math.sqrt(k), 1 / math.sqrt(k))])[0]
+    return b.add("Add", [y.name, b.weights((n,), -0.1, 0.1)])[0]
+
+
 def linear(b: Builder) -> bool:
     """MatMul by a constant weight, then a bias Add and maybe an activation."""
     x = b.pick(lambda t: t.rank >= 2 and t.static(-1))
     if x is None:
         return False
-    k, n = int(x.shape[-1]), b.integer(1, 6)
-    y = b.add("MatMul", [x.name, b.weights((k, n), -1 / math.sqrt(k), 1 / math.sqrt(k))])[0]
-    y = b.add("Add", [y.name, b.weights((n,), -0.1, 0.1)])[0]
+    y = _dense(b, x, b.integer(1, 6))
     if coin(b.chooser):
         _activation(b, y.name)
     return True
@@ -129,3 +137,62 @@ def attention(b: Builder) -> bool:
 
 MOTIFS = {"conv_block": conv_block, "linear": linear, "gelu_erf": gelu_erf,
           "layernorm_subgraph": layernorm_subgraph, "attention": attention}
+
+
+def linear_gelu(b: Builder) -> bool:
+    """A transformer feed-forward layer: MatMul, bias Add, then GELU spelled with Erf."""
+    x = b.pick(lambda t: t.rank >= 2 and t.static(-1))
+    if x is None:
+        return False
+    y = _dense(b, x, b.integer(2, 6))
+    erf = b.add("Erf", [b.add("Div", [y.name, _scalar(b, math.sqrt(2))])[0].name])[0]
+    half = b.add("Mul", [y.name, _scalar(b, 0.5)])[0]
+    b.add("Mul", [half.name, b.add("Add", [erf.name, _scalar(b, 1.0)])[0].name])
+    return True
+
+
+def residual(b: Builder) -> bool:
+    """``x + f(x)`` where f is a same-width linear layer or a same-channel 3x3 convolution."""
+    x = b.pick(lambda t: t.rank >= 2 and t.static(-1))
+    if x is None:
+        return False
+    if is_4d(x) and coin(b.chooser):
+        c = int(x.shape[1])
+        f = b.add("Conv", [x.name, b.weights((c, c, 3, 3), -0.2, 0.2), b.weights((c,))],
+                  {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]})[0]
+    else:
+        n = int(x.shape[-1])
+        f = b.add("MatMul", [x.name, b.weights((n, n), -1 / math.sqrt(n), 1 / math.sqrt(n))])[0]
+    b.add("Add", [x.name, f.name] if coin(b.chooser) else [f.name, x.name])
+    return True
+
+
+def reshape_chain(b: Builder) -> bool:
+    """Split the last dim into heads and back, the way exporters move attention heads:
+    Reshape [.., h, d] -> Transpose -> Transpose back -> Reshape [.., h * d]."""
+    x = b.pick(lambda t: t.rank == 3 and t.static(-1) and t.static(1) and int(t.shape[-1]) > 1)
+    if x is None:
+        return False
+    n = int(x.shape[-1])
+    heads = choice(b.chooser, [h for h in range(2, n + 1) if n % h == 0])
+    split = b.add("Reshape", [x.name, b.ints([0, 0, heads, n // heads])])[0]
+    t = b.add("Transpose", [split.name], {"perm": [0, 2, 1, 3]})[0]
+    if coin(b.chooser):
+        t = b.add("Relu", [t.name])[0]
+    back = b.add("Transpose", [t.name], {"perm": [0, 2, 1, 3]})[0]
+    b.add("Reshape", [back.name, b.ints([0, 0, n])])
+    return True
+
+
+MOTIFS.update(linear_gelu=linear_gelu, residual=residual, reshape_chain=reshape_chain)
+# The graphs the optimizer's property suite draws: motifs, and a little glue between them.
+MOTIF_OPS = ("conv_block", "linear", "linear_gelu", "gelu_erf", "layernorm_subgraph",
+             "attention", "residual", "reshape_chain", "binary", "Relu")
+
+
+def motif_options(**overrides: object) -> GraphOptions:
+    """Graph options for motif graphs: 3-D and 4-D inputs (sides 2..6), ``MOTIF_OPS``."""
+    base: dict[str, object] = dict(max_nodes=5, min_nodes=3, ops=MOTIF_OPS, ranks=(3, 4),
+                                   min_side=2, max_side=6, max_inputs=1, max_outputs=2)
+    base.update(overrides)
+    return GraphOptions(**base)  # type: ignore[arg-type]

@@ -153,6 +153,21 @@ def graphs(*, max_nodes: int = 8, min_nodes: int = 1, ops: Sequence[str] | None 
     return build()
 
 
+def motif_graphs(**overrides: Any) -> st.SearchStrategy[Graph]:
+    """Random graphs of the motifs the rule library fuses (``motifs.motif_options``): conv
+    blocks, linear (+ GELU) layers, LayerNorm and attention subgraphs, residual adds and
+    Reshape/Transpose chains over 3-D and 4-D inputs, so most draws give fusions."""
+    from .motifs import motif_options
+
+    options = motif_options(**overrides)
+
+    @st.composite
+    def build(draw: st.DrawFn) -> Graph:
+        return build_graph(DrawChooser(draw), options)
+
+    return build()
+
+
 def feeds(graph: Graph, *, min_value: float = -3.0, max_value: float = 3.0,
           allow_nan: bool = False, allow_infinity: bool = False, max_dim: int = 4
           ) -> st.SearchStrategy[dict[str, np.ndarray]]:

@@ -87,8 +87,10 @@ def test_bad_files_are_model_errors_naming_the_file(tmp_path: Path) -> None:
         ge.parse_model(tmp_path / "missing.onnx")
     with pytest.raises(ge.UsageError, match="expected a path, bytes or an onnx.ModelProto"):
         ge.parse_model(3.5)  # type: ignore[arg-type]
-    with pytest.raises(ge.UsageError, match="framework 'caffe' is not supported"):
-        ge.parse_model(bad, framework="caffe")
+    with pytest.raises(ge.UsageError, match="framework 'chainer' is not supported"):
+        ge.parse_model(bad, framework="chainer")
+    with pytest.raises(ge.UsageError, match="a caffe model is given as a file path"):
+        ge.parse_model(b"bytes", framework="0")
 
 
 def _fail_import(monkeypatch: pytest.MonkeyPatch, missing: str) -> None:

@@ -398,4 +398,46 @@ MISUSE_CASES = [
     Case("X5-stdout-closed", ("inspect", "model.om"), om(), 141, r"", tags=("closed-stdout",)),
 ]
 
-CASES: list[Case] = MODEL_CASES + RULE_CASES + OM_CASES + MISUSE_CASES
+# ----------------------------------------------------------------------------- frontends
+
+
+def caffe_pair(edit: Callable[[str], str] = lambda t: t, weights: bytes | None = None) -> Setup:
+    """``net.prototxt`` + ``net.caffemodel`` (the LeNet test net), the text edited."""
+    def run(folder: Path) -> None:
+        from gerules.testing.caffe import lenet
+
+        net = lenet()
+        (folder / "net.prototxt").write_text(edit(net.text()), encoding="utf-8")
+        data = net.weights.SerializeToString() if weights is None else weights
+        (folder / "net.caffemodel").write_bytes(data)
+
+    return run
+
+
+CAFFE = ("--model=net.prototxt", "--weight=net.caffemodel", "--framework=0", "--output=out")
+FRONTEND_CASES = [
+    Case("F1-caffe-unsupported-layer", CAFFE,
+         caffe_pair(lambda t: t.replace('type: "Softmax"', 'type: "LRN"')), 1,
+         r"^net\.prototxt: node 'prob' \(LRN\): layer type 'LRN' is not supported$"),
+    Case("F1-caffe-unknown-field", CAFFE,
+         caffe_pair(lambda t: t.replace("num_output: 20", "num_outputs: 20")), 1,
+         r"^net\.prototxt:\d+:\d+: .*no field named \"num_outputs\"\.?$"),
+    Case("F1-caffe-weights-do-not-fit", CAFFE,
+         caffe_pair(lambda t: t.replace("num_output: 20", "num_output: 21")), 1,
+         r"^net\.prototxt: node 'conv1' \(Convolution\): weight blob 0 \(weights\)"),
+    Case("F2-caffe-weights-corrupt", CAFFE, caffe_pair(weights=b"\x0a\xff\xff\xff\x0f"), 1,
+         r"^net\.caffemodel: not a Caffe \.caffemodel: corrupt or truncated"),
+    Case("F2-caffe-model-swapped", ("--model=net.caffemodel", "--weight=net.prototxt",
+                                    "--framework=0", "--output=out"), caffe_pair(), 1,
+         r"^net\.caffemodel: not a Caffe prototxt: not UTF-8 text"),
+    Case("F2-mindir-garbage", ("--model=m.mindir", "--framework=1", "--output=out"),
+         write("m.mindir", b"\x0a\xff\xff\xff\x0f"), 1,
+         r"^m\.mindir: not a MindIR file: corrupt or truncated"),
+    Case("F3-weight-without-caffe", ("--model=model.onnx", "--weight=w.caffemodel",
+                                     "--output=out"), GOOD, 2,
+         r"--weight is the Caffe \.caffemodel; it needs --framework=0"),
+    Case("F3-unknown-framework", ("--model=model.onnx", "--framework=7", "--output=out"),
+         GOOD, 2, r"--framework: unknown value '7' \(0 = Caffe, 1 = MindSpore MindIR"),
+]
+
+CASES: list[Case] = MODEL_CASES + RULE_CASES + OM_CASES + MISUSE_CASES + FRONTEND_CASES

@@ -130,12 +130,12 @@ def test_fusion_switch_off_keeps_batchnorm(folder: Path, switch: object) -> None
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--framework=3"], "--framework=3 (TensorFlow) is not supported yet"),
-    (["--framework=0"], "(Caffe) is not supported yet"),
+    (["--framework=7"], "(0 = Caffe, 1 = MindSpore MindIR, 3 = TensorFlow"),
+    (["--weight=net.caffemodel"], "--weight is the Caffe .caffemodel; it needs --framework=0"),
     (["--framework=9"], "--framework: unknown value '9'"),
     (["--insert_op_conf=aipp.cfg"], "--insert_op_conf is an atc flag ge-rewrite does not "
                                     "support: AIPP"),
-    (["--dynamic_image_size", "224,224"], "only --dynamic_batch_size is implemented"),
+    (["--dynamic_image_size", "224,224"], "--dynamic_image_size needs the dims that vary as -1"),
     (["--precision_mode=force_fp61"], "did you mean force_fp16"),
     (["--modify_mixlist=mix.json", "--precision_mode=force_fp16"], "only applies with"),
     (["--input_format=NCWH"], "--input_format: unknown format 'NCWH'"),

@@ -47,7 +47,7 @@ def test_report_files(dynamic: Path) -> None:
     html = (dynamic / "report.html").read_text()
     data = json.loads((dynamic / "report.json").read_text())
     assert html.startswith("<!DOCTYPE html>") and 'id="memory"' in html
-    assert set(data["memory"]) == {"N=1", "N=4"}
+    assert set(data["figures"]["memory"]) == {"N=1", "N=4"}
     assert data["command_line"].startswith("ge-rewrite compile --model=")
 
 
@@ -85,7 +85,7 @@ def test_mode_3_writes_check_result(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert result["result"] == "success" and len(result["nodes"]) == 10
     assert not list(tmp_path.glob("*.om"))  # pre-check only
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["a"], name="r"),
-                               helper.make_node("GRU", ["a"], ["y"], name="gru")], "g",
+                               helper.make_node("ImageDecoder", ["a"], ["y"], name="gru")], "g",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
@@ -93,8 +93,8 @@ def test_mode_3_writes_check_result(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     capsys.readouterr()
     assert main(["compile", "gru.onnx", "--mode=3", "--check_report=gru.json"]) == 1
     out = capsys.readouterr().out
-    assert "pre-check failed: 1 of 2 nodes supported" in out
-    assert "unsupported: node 'gru' (GRU): unknown op GRU" in out
+    assert "pre-check failed (onnx): 1 of 2 nodes supported" in out
+    assert "unsupported: node 'gru' (ImageDecoder): unknown op ImageDecoder" in out
     nodes = json.loads((tmp_path / "gru.json").read_text())["nodes"]
     assert [(n["name"], n["result"]) for n in nodes] == [("r", "supported"),
                                                          ("gru", "unsupported")]

@@ -16,9 +16,9 @@ def test_unionfind_roots_and_compression() -> None:
     uf = UnionFind()
     ids = [uf.make_set() for _ in range(6)]
     assert ids == list(range(6))
-    uf.union(0, 1)
-    uf.union(2, 3)
-    uf.union(0, 2)
+    assert uf.union(0, 1) == 0  # the first root stays the root, and is returned
+    assert uf.union(2, 3) == 2
+    assert uf.union(0, 2) == 0
     assert {uf.find(i) for i in range(4)} == {0}
     assert uf.find(5) == 5 and uf.is_root(5) and not uf.is_root(3)
 

@@ -21,8 +21,8 @@ from gerules.testing import models
 from gerules.testing.bad_models import good_model
 from gerules.testing.sandbox import Outcome
 
-PLACE = (r"(\S+\.(onnx|om|ger)(:\d+:\d+)?|((node|tensor|graph) '[^\n]*'|graph)"
-         r"( \([\w.]+\))?( name)?): ")
+PLACE = (r"(\S+\.(onnx|om|ger|prototxt)(:\d+:\d+)?|\S+\.(caffemodel|mindir)|"
+         r"((node|tensor|graph) '[^\n]*'|graph)( \([\w.]+\))?( name)?): ")
 ROOT = Path(__file__).resolve().parents[2]
 FUZZ_EXAMPLES = settings().max_examples * 5
 FUZZ = settings(max_examples=FUZZ_EXAMPLES,

@@ -332,10 +332,21 @@ def test_reduce_axes_attribute_versus_input() -> None:
     assert out.shape == ("?", "?")
 
 
-def test_batchnorm_training_mode_is_refused() -> None:
+def test_batchnorm_training_mode() -> None:
+    """Opset 14+: batch statistics and running updates; opset 9-13 extra outputs refused."""
+    x = rand(4, 2, 3)
+    one, zero = np.ones(2, np.float32), np.zeros(2, np.float32)
+    y, run_mean, run_var = evaluate("BatchNormalization", [x, one, zero, zero, one],
+                                    {"training_mode": 1, "momentum": 0.5}, opset=15,
+                                    num_outputs=3, check=True)
+    mean, var = x.mean(axis=(0, 2)), x.var(axis=(0, 2))
+    np.testing.assert_allclose(y, (x - mean[:, None]) / np.sqrt(var[:, None] + 1e-5),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(run_mean, 0.5 * mean, rtol=1e-6)
+    np.testing.assert_allclose(run_var, 0.5 + 0.5 * var, rtol=1e-6)
     types = [T(1, 2, 3), T(2), T(2), T(2), T(2)]
     with pytest.raises(ShapeError, match="training mode not supported"):
-        infer_types("BatchNormalization", types, attrs={"training_mode": 1}, opset=15)
+        infer_types("BatchNormalization", types, opset=9, num_outputs=3)
 
 
 def test_batchnorm_opset7_spatial_form() -> None:

@@ -35,9 +35,12 @@ MatMulInteger""".split()
 GE_OPS = ["FusedConv", "FusedMatMul", "Attention", "Gelu"]  # with kernels of their own
 
 CUBE = {"Conv", "ConvTranspose", "MatMul", "Gemm", "Einsum", "MatMulInteger", "FusedConv",
-        "FusedMatMul", "Attention"}
+        "FusedMatMul", "Attention", "FlexAttention", "ConvInteger", "QLinearConv",
+        "QLinearMatMul", "DeformConv"}
 SCALAR = {"Shape", "Size", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Range",
-          "ConstantOfShape", "Constant", "Identity", "Dropout"}
+          "ConstantOfShape", "Constant", "Identity", "Dropout", "EyeLike", "HannWindow",
+          "HammingWindow", "BlackmanWindow", "MelWeightMatrix", "NonMaxSuppression", "If",
+          "Loop", "Scan"}
 
 
 def f32(*dims: int) -> TensorType:

@@ -36,7 +36,8 @@ def test_compile_then_inspect(tmp_path: Path, onnx_file: Path,
                                   "--input_shape x:2,16,8,8 --streams 2")
     assert md["variants"][0]["dims"] == {}
     assert md["variants"][0]["stream_count"] == 2
-    assert doc["report"]["memory"]["default"]["arena"] == md["variants"][0]["arena_bytes"]
+    memory = doc["report"]["figures"]["memory"]
+    assert memory["default"]["arena"] == md["variants"][0]["arena_bytes"]
 
 
 def test_compiled_model_runs_like_the_source(tmp_path: Path, onnx_file: Path,

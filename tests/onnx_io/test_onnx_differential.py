@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 
 from gerules.ir.registry import default_registry
 from gerules.onnx_io import load_model, to_model_proto
 from gerules.runtime.executor import run_graph
 from gerules.testing.models import MODELS, ModelCase, transformer_encoder
+from gerules.testing.oracle import run_onnxruntime
 
 RTOL, ATOL = 1e-4, 1e-5
 
@@ -30,13 +30,7 @@ def _cases() -> list[ModelCase]:
 CASES = _cases()
 
 
-def _ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.intra_op_num_threads = 1
-    session = ort.InferenceSession(model.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)  # type: ignore[no-any-return]
+_ort = run_onnxruntime
 
 
 def _need_ops(model: onnx.ModelProto) -> None:

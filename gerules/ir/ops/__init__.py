@@ -11,23 +11,34 @@ from ..registry import OpSchema
 def all_schemas() -> list[OpSchema]:
     from . import (
         activation,
+        attention,
         constant,
+        control,
         conv,
         elementwise,
         fused,
         gather,
         linalg,
+        loss,
         movement,
+        ngram,
         norm,
         pool,
+        quant,
+        recurrent,
         reduce,
         resize,
+        select,
         shape,
+        signal,
         softmax,
+        training,
+        vision,
     )
 
     schemas: list[OpSchema] = []
     for module in (elementwise, activation, softmax, conv, pool, norm, linalg, reduce, shape,
-                   constant, movement, gather, resize, fused):
+                   constant, movement, gather, resize, fused, attention, loss, quant, select,
+                   recurrent, vision, signal, ngram, control, training):
         schemas.extend(module.SCHEMAS)
     return schemas

@@ -18,11 +18,13 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ...errors import KernelError, ShapeError
+from ..dtypes import LOW_FLOATS
 from ..graph import Dim, Shape, TensorType
 from ..registry import (
     COMMUTATIVE,
     ELEMENTWISE,
     INPLACE,
+    SHAPE_OP,
     AttrSpec,
     Call,
     FlopsFn,
@@ -214,8 +216,17 @@ def schema(
     unit_of: UnitFn | None = None,
     domain: str = "",
     doc: str = "",
+    widen_low: bool = True,
 ) -> OpSchema:
-    """An ``OpSchema`` from the compact port notation of ``ports``."""
+    """An ``OpSchema`` from the compact port notation of ``ports``.
+
+    With ``widen_low`` (the default, except for ops that move data without arithmetic) the
+    kernel sees bfloat16 and float8 operands as float32 and its float32 outputs go back to
+    that type (``low_precision``); ops that handle those types themselves (Cast, the
+    quantizers) pass ``False``.
+    """
+    if widen_low and SHAPE_OP not in traits:
+        kernel = low_precision(kernel)
     return OpSchema(
         op=op,
         since_version=since,
@@ -232,6 +243,22 @@ def schema(
         doc=doc,
         unit_of=unit_of,
     )
+
+
+def low_precision(kernel: KernelFn) -> KernelFn:
+    """``kernel`` run in float32 on bfloat16/float8 operands, its float32 outputs rounded back
+    to the operands' type (one rounding per op, as NPUs and onnxruntime compute them)."""
+
+    def run(inputs: Arrays, call: Call) -> Sequence[np.ndarray]:
+        low = next((x.dtype for x in inputs if x is not None and x.dtype.name in LOW_FLOATS),
+                   None)
+        if low is None:
+            return kernel(inputs, call)
+        wide = [x.astype(np.float32) if x is not None and x.dtype == low else x
+                for x in inputs]
+        return [y.astype(low) if y.dtype == np.float32 else y for y in kernel(wide, call)]
+
+    return run
 
 
 def widen(x: np.ndarray) -> np.ndarray:

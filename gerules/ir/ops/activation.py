@@ -18,7 +18,7 @@ import numpy as np
 from scipy import special
 
 from ...errors import ShapeError
-from ..dtypes import FLOATS
+from ..dtypes import OP_FLOATS
 from ..graph import TensorType
 from ..registry import ELEMENTWISE, INPLACE, Call
 from ._common import (
@@ -26,6 +26,7 @@ from ._common import (
     Types,
     at,
     attr,
+    binary,
     broadcast,
     need,
     out_elems,
@@ -35,7 +36,7 @@ from ._common import (
     widen,
 )
 
-FLOAT = frozenset(FLOATS)
+FLOAT = OP_FLOATS
 SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
 
 
@@ -132,6 +133,12 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray, Mapping[str, Any]], np.ndarray]] = 
 # Rough vector-unit operations per element for the cost model.
 ACTIVATION_FLOPS = {"": 0, "Relu": 1, "Clip": 2, "LeakyRelu": 2, "Sigmoid": 4,
                     "HardSigmoid": 3, "HardSwish": 4, "Tanh": 4, "Gelu": 8}
+# GELU's exact form evaluates erf (a longer polynomial than tanh): the fast form is cheaper.
+GELU_FLOPS = {"none": 12, "tanh": 8}
+
+
+def gelu_flops(approximate: object) -> int:
+    return GELU_FLOPS.get(str(approximate), GELU_FLOPS["none"])
 
 
 def activate(y: np.ndarray, attrs: Mapping[str, Any]) -> np.ndarray:
@@ -221,6 +228,9 @@ SCHEMAS = [
           attrs=[attr("alpha", "float", 1.0)], doc="Y = X if X > alpha else 0"),
     unary("Shrink", 9, shrink, attrs=[attr("bias", "float", 0.0), attr("lambd", "float", 0.5)],
           doc="soft shrinkage around [-lambd, lambd]"),
+    binary("SwiGLU", 28, lambda a, b, alpha: swish(widen(a), alpha) * widen(b),
+           dtypes=FLOAT, attrs=[attr("alpha", "float", 1.0)],
+           doc="Y = A * sigmoid(alpha * A) * B (A and B of one shape)"),
     unary("Swish", 24, swish, dtypes=FLOAT, flops_per_elem=5,
           attrs=[attr("alpha", "float", 1.0)], doc="Y = X * sigmoid(alpha * X)"),
     schema("Clip", 6, "input", "output", _same_as_x, _clip6_kernel, attrs=CLIP_ATTRS,

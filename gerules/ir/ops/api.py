@@ -56,13 +56,14 @@ def evaluate(op: str, inputs: Sequence[np.ndarray | None],
         raise e.with_place(op=schema.qualified_op) from None
     if check:
         types = [type_of(x) for x in inputs]
-        _agree(schema.qualified_op, infer_types(op, types, list(inputs), attrs, domain=domain,
+        agree(schema.qualified_op, infer_types(op, types, list(inputs), attrs, domain=domain,
                                                 opset=opset, num_outputs=num_outputs,
                                                 registry=registry), outs)
     return outs
 
 
-def _agree(op: str, types: Sequence[TensorType], outs: Sequence[np.ndarray]) -> None:
+def agree(op: str, types: Sequence[TensorType], outs: Sequence[np.ndarray]) -> None:
+    """Assert each inferred type matches its array (dtype, rank and every static dim)."""
     for k, (t, y) in enumerate(zip(types, outs, strict=False)):
         assert t.dtype == y.dtype.name, f"{op} output {k}: inferred {t}, kernel {y.dtype}"
         if t.shape is None:

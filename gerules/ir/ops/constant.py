@@ -7,8 +7,9 @@ Invariants:
 - ConstantOfShape and Range give static shapes when their operands are known constants
   (``consts[i]``), else a rank-1 or rank-k shape of ``"?"``; negative dims and a zero delta
   raise ``ShapeError``.
-- Cast and CastLike convert with NumPy's ``astype`` (float to int truncates, out-of-range
-  float to float16 gives inf); element types outside the IR raise ``ModelError``.
+- Cast and CastLike convert with ``_cast.cast`` (NumPy's ``astype``: float to int truncates,
+  out-of-range float to float16 gives inf; float8 targets saturate unless ``saturate=0``;
+  float8e8m0 rounds by ``round_mode``); element types outside the IR raise ``ModelError``.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ShapeError
-from ..dtypes import from_onnx
+from ..dtypes import PACKED_BITS, from_onnx, itemsize, to_numpy
 from ..graph import TensorType
-from ..registry import ELEMENTWISE, Call
-from ._common import UNKNOWN, Arrays, Types, at, attr, iattr, ints, need, schema
+from ..registry import ELEMENTWISE, SHAPE_OP, Call
+from ._cast import cast
+from ._common import UNKNOWN, Arrays, Types, at, attr, iattr, ints, need, sattr, schema
 
 VALUE_ATTRS = ("value", "value_float", "value_floats", "value_int", "value_ints",
                "value_string", "value_strings", "sparse_value")
@@ -109,8 +111,8 @@ def _cast_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
 
 def _cast_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     x = need(at(inputs, 0), "Cast")
-    with np.errstate(all="ignore"):
-        return [x.astype(from_onnx(iattr(call, "to")))]
+    return [cast(x, from_onnx(iattr(call, "to")), iattr(call, "saturate", 1),
+                 sattr(call, "round_mode", "up"))]
 
 
 def _castlike_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
@@ -120,8 +122,68 @@ def _castlike_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
 
 def _castlike_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     x, like = need(at(inputs, 0), "CastLike"), need(at(inputs, 1), "CastLike")
-    with np.errstate(all="ignore"):
-        return [x.astype(like.dtype)]
+    return [cast(x, like.dtype.name, iattr(call, "saturate", 1),
+                 sattr(call, "round_mode", "up"))]
+
+
+# ----------------------------------------------------------------------------- BitCast
+
+
+def _bitcast_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
+    x = need(at(types, 0), "BitCast")
+    to = from_onnx(iattr(call, "to"))
+    if itemsize(to) != itemsize(x.dtype) or {to, x.dtype} & set(PACKED_BITS):
+        raise ShapeError(f"BitCast: {x.dtype} and {to} differ in bit width")
+    return [TensorType(to, x.shape)]
+
+
+def _bitcast_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    x = need(at(inputs, 0), "BitCast")
+    x = x if x.flags.c_contiguous else x.copy()  # ascontiguousarray would make 0-d 1-d
+    return [x.view(to_numpy(from_onnx(iattr(call, "to"))))]
+
+
+# ----------------------------------------------------------------------------- EyeLike, windows
+
+
+def _eye_dtype(x: TensorType, call: Call) -> str:
+    code = iattr(call, "dtype")
+    return from_onnx(code) if code else x.dtype
+
+
+def _eye_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
+    x = need(at(types, 0), "EyeLike")
+    if x.shape is not None and len(x.shape) != 2:
+        raise ShapeError(f"EyeLike needs a 2-D input, got rank {len(x.shape)}")
+    return [TensorType(_eye_dtype(x, call), x.shape)]
+
+
+def _eye_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    x = need(at(inputs, 0), "EyeLike")
+    dtype = _eye_dtype(TensorType(x.dtype.name, None), call)
+    return [cast(np.eye(*x.shape, k=iattr(call, "k")), dtype)]
+
+
+# a window's cosine terms: w[n] = sum_k c_k cos(2 pi k n / N')
+WINDOWS = {"HannWindow": (0.5, -0.5), "HammingWindow": (25 / 46, -21 / 46),
+           "BlackmanWindow": (0.42, -0.5, 0.08)}
+
+
+def _window(op: str) -> tuple[object, object]:
+    def infer(types: Types, consts: Arrays, call: Call) -> list[TensorType]:
+        size = at(consts, 0)
+        n: int | str = UNKNOWN if size is None else ints(size)[0]
+        return [TensorType(from_onnx(iattr(call, "output_datatype", 1)), (n,))]
+
+    def kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+        n = ints(need(at(inputs, 0), op, "size"))[0]
+        denom = n if iattr(call, "periodic", 1) else n - 1
+        phase = 2 * np.pi * np.arange(n) / max(denom, 1)
+        w = sum(c * np.cos(k * phase) for k, c in enumerate(WINDOWS[op]))
+        return [cast(np.asarray(w, dtype=np.float32), from_onnx(iattr(call, "output_datatype",
+                                                                          1)))]
+
+    return infer, kernel
 
 
 SCHEMAS = [
@@ -138,8 +200,18 @@ SCHEMAS = [
     schema("Cast", 6, "input", "output", _cast_infer, _cast_kernel,
            attrs=[attr("to", "int", required=True), attr("saturate", "int", 1),
                   attr("round_mode", "string", "up")],
-           traits={ELEMENTWISE}, doc="convert to the element type 'to'"),
+           traits={ELEMENTWISE}, widen_low=False, doc="convert to the element type 'to'"),
     schema("CastLike", 15, "input target_type", "output", _castlike_infer, _castlike_kernel,
            attrs=[attr("saturate", "int", 1), attr("round_mode", "string", "up")],
-           traits={ELEMENTWISE}, doc="convert to the element type of target_type"),
+           traits={ELEMENTWISE}, widen_low=False,
+           doc="convert to the element type of target_type"),
+    schema("BitCast", 26, "input", "output", _bitcast_infer, _bitcast_kernel, widen_low=False,
+           attrs=[attr("to", "int", required=True)], traits={SHAPE_OP},
+           doc="reinterpret the bits as the element type 'to' of the same width"),
+    schema("EyeLike", 9, "input", "output", _eye_infer, _eye_kernel, unit="scalar",
+           attrs=[attr("dtype", "int", 0), attr("k", "int", 0)],
+           doc="ones on diagonal k of the input's 2-D shape, zeros elsewhere"),
+    *(schema(op, 17, "size:i64", "output", *_window(op), unit="scalar",  # type: ignore[misc]
+             attrs=[attr("output_datatype", "int", 1), attr("periodic", "int", 1)],
+             doc=f"the {op[:-6]} window of the given size") for op in WINDOWS),
 ]

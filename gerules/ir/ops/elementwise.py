@@ -17,7 +17,7 @@ import numpy as np
 from scipy import special
 
 from ...errors import KernelError, ShapeError
-from ..dtypes import FLOATS, INTS
+from ..dtypes import INTS, OP_FLOATS
 from ..graph import TensorType
 from ..registry import COMMUTATIVE, ELEMENTWISE, INPLACE, Call, OpSchema
 from ._common import (
@@ -145,9 +145,9 @@ def _isinf(x: np.ndarray, detect_negative: int = 1, detect_positive: int = 1) ->
     return (np.isneginf(x) & bool(detect_negative)) | (np.isposinf(x) & bool(detect_positive))
 
 
-SIGNED = frozenset(FLOATS | {"int8", "int16", "int32", "int64"})
+SIGNED = frozenset(OP_FLOATS | {"int8", "int16", "int32", "int64"})
 
-FLOAT = frozenset(FLOATS)
+FLOAT = OP_FLOATS
 
 SCHEMAS = [
     binary("Add", 7, np.add, commutative=True, doc="C = A + B with broadcasting"),

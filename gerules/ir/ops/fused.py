@@ -41,7 +41,7 @@ from ._common import (
     schema,
     widen,
 )
-from .activation import ACTIVATION_FLOPS, activate, check_activation, gelu
+from .activation import ACTIVATION_FLOPS, activate, check_activation, gelu, gelu_flops
 from .conv import CONV_ATTRS, conv, conv_flops, conv_infer
 from .linalg import blas_ready, matmul_shape
 
@@ -56,7 +56,10 @@ ACT_ATTRS = [
 
 
 def _act_flops(call: Call, out: TensorType) -> int:
-    return ACTIVATION_FLOPS.get(sattr(call, "activation"), 4) * numel_of(out)
+    name = sattr(call, "activation")
+    if name == "Gelu":
+        return gelu_flops(sattr(call, "gelu_approximate", "none")) * numel_of(out)
+    return ACTIVATION_FLOPS.get(name, 4) * numel_of(out)
 
 
 def _residual(y: TensorType, extra: TensorType | None, what: str, op: str) -> TensorType:
@@ -203,6 +206,7 @@ SCHEMAS = [
            doc="Y = softmax(Q @ Kt * scale + Mask) @ V (Kt already transposed)"),
     schema("Gelu", 1, "X", "Y", _gelu_infer, _gelu_kernel, domain="ge",
            attrs=[attr("approximate", "string", "none")], traits={ELEMENTWISE, INPLACE},
-           flops=lambda ins, outs, call: 8 * numel_of(outs[0]),
+           flops=lambda ins, outs, call: gelu_flops(sattr(call, "approximate", "none"))
+           * numel_of(outs[0]),
            doc="Gelu (exact or tanh) at any ai.onnx opset"),
 ]

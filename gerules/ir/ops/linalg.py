@@ -30,6 +30,7 @@ from ._common import (
     iattr,
     need,
     numel_of,
+    out_elems,
     same_dtype,
     sattr,
     schema,
@@ -234,6 +235,18 @@ def _mmi_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     return [np.matmul(a32, b32).astype(np.int32)]
 
 
+def _det_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
+    x = need(at(types, 0), "Det")
+    if x.shape is not None and len(x.shape) < 2:
+        raise ShapeError(f"Det needs a matrix or a batch of them, got rank {len(x.shape)}")
+    return [TensorType(x.dtype, None if x.shape is None else x.shape[:-2])]
+
+
+def _det_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    x = need(at(inputs, 0), "Det")
+    return [np.asarray(np.linalg.det(widen(x))).astype(x.dtype)]
+
+
 SCHEMAS = [
     schema("MatMul", 1, "A B", "Y", _matmul_infer, _matmul_kernel, unit="cube",
            flops=matmul_flops, doc="matrix product with NumPy batching and 1-D promotion"),
@@ -247,4 +260,6 @@ SCHEMAS = [
     schema("MatMulInteger", 10, "A B a_zero_point? b_zero_point?", "Y", _mmi_infer,
            _mmi_kernel, unit="cube", flops=matmul_flops,
            doc="int32 product of 8-bit integers minus their zero points"),
+    schema("Det", 11, "X", "Y", _det_infer, _det_kernel, flops=out_elems(27),
+           doc="determinant of each square matrix in the last two dims"),
 ]

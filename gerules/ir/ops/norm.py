@@ -2,13 +2,18 @@
 InstanceNormalization, GroupNormalization.
 
 Invariants:
-- BatchNormalization only runs in inference mode: ``training_mode=1`` (opset 14+) or the
-  training-only extra outputs (opset 9-13) raise ``ShapeError`` "training mode not
-  supported" from inference and from the kernel.
+- BatchNormalization runs in inference mode, and from opset 14 in training mode too
+  (``training_mode=1``: batch statistics normalise, ``running_mean``/``running_var`` are the
+  momentum updates of the given ones); the training-only extra outputs of opsets 6-13 raise
+  ``ShapeError`` "training mode not supported" from inference and from the kernel.
 - LayerNormalization normalises over ``shape[axis:]``; its statistics are computed in
   float32 when ``stash_type=1`` (the default) and in the input type otherwise; ``Mean`` and
   ``InvStdDev`` have shape ``shape[:axis] + [1] * (rank - axis)``.
 - ``layer_norm`` is the one LayerNormalization computation (the op, and ge.AddLayerNorm's body).
+- RMSNormalization (opset 23): ``X / sqrt(mean(X^2 over shape[axis:]) + eps) * scale``, in
+  float32 with ``stash_type=1``. LpNormalization divides by the Lp norm along ``axis``; LRN by
+  ``(bias + alpha / size * sum of squares over a window of channels) ^ beta``;
+  MeanVarianceNormalization gives ``(X - mean) / (sqrt(var) + 1e-9)`` over ``axes``.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...errors import ShapeError
-from ..dtypes import FLOATS
+from ..dtypes import OP_FLOATS
 from ..graph import TensorType
 from ..registry import INPLACE, Call, FlopsFn
 from ._common import (
@@ -76,6 +81,30 @@ def _bn_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
 
 
 BN_ATTRS = [attr("epsilon", "float", 1e-5), attr("momentum", "float", 0.9)]
+
+
+def _bn14_infer(types: Types, consts: Arrays, call: Call) -> list[TensorType]:
+    if not iattr(call, "training_mode"):
+        return _bn_infer(types, consts, call)
+    x = need(at(types, 0), "BatchNormalization")
+    stat = need(at(types, 3), "BatchNormalization", "input_mean")
+    return [x, stat, stat][: max(1, call.num_outputs)]
+
+
+def _bn14_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    """Opset 14: inference, or training mode (batch statistics and running updates)."""
+    if not iattr(call, "training_mode"):
+        return _bn_kernel(inputs, call)
+    x, scale, b, mean, var = (need(at(inputs, i), "BatchNormalization") for i in range(5))
+    axes = tuple(i for i in range(x.ndim) if i != 1)
+    xw = widen(x)
+    batch_mean, batch_var = xw.mean(axis=axes), xw.var(axis=axes)
+    momentum = fattr(call, "momentum", 0.9)
+    y = _bn_kernel([x, scale, b, batch_mean.astype(mean.dtype), batch_var.astype(var.dtype)],
+                   Call({"epsilon": fattr(call, "epsilon", 1e-5)}))[0]
+    run_mean = mean * momentum + batch_mean * (1 - momentum)
+    run_var = var * momentum + batch_var * (1 - momentum)
+    return [y, run_mean.astype(mean.dtype), run_var.astype(var.dtype)][: call.num_outputs]
 
 
 # ----------------------------------------------------------------------------- LayerNorm
@@ -150,9 +179,50 @@ def _group_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     return [y.astype(x.dtype, copy=False)]
 
 
+def _rms_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    x, scale = need(at(inputs, 0), "RMSNormalization"), need(at(inputs, 1), "RMSNorm")
+    dt = np.dtype(_stats_dtype(x.dtype.name, iattr(call, "stash_type", 1)))
+    xs = x.astype(dt)
+    axes = tuple(range(norm_axis(iattr(call, "axis", -1), x.ndim), x.ndim))
+    rms = np.sqrt(np.mean(xs * xs, axis=axes, keepdims=True) + dt.type(fattr(call, "epsilon",
+                                                                                1e-5)))
+    return [(xs / rms * scale.astype(dt)).astype(x.dtype)]
+
+
+def _lp_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    x = need(at(inputs, 0), "LpNormalization")
+    p, axis = iattr(call, "p", 2), iattr(call, "axis", -1)
+    if p not in (1, 2):
+        raise ShapeError(f"LpNormalization: p must be 1 or 2, got {p}")
+    xw = widen(x)
+    norm = np.sum(np.abs(xw) ** p, axis=axis, keepdims=True) ** (1 / p)
+    with np.errstate(all="ignore"):
+        return [np.where(norm == 0, 0, xw / norm).astype(x.dtype)]
+
+
+def _lrn_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    x = need(at(inputs, 0), "LRN")
+    size = iattr(call, "size")
+    alpha, beta, bias = fattr(call, "alpha", 1e-4), fattr(call, "beta", 0.75), fattr(call,
+                                                                                      "bias", 1)
+    xw = widen(x)
+    sq = np.pad(xw * xw, [(0, 0), ((size - 1) // 2, size // 2)] + [(0, 0)] * (x.ndim - 2))
+    total = sum(sq[:, i: i + x.shape[1]] for i in range(size))
+    return [(xw / (bias + alpha / size * total) ** beta).astype(x.dtype)]
+
+
+def _mvn_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    x = need(at(inputs, 0), "MeanVarianceNormalization")
+    axes = tuple(int(a) for a in call.attrs.get("axes", (0, 2, 3)))  # type: ignore[union-attr]
+    xw = widen(x)
+    mean = xw.mean(axis=axes, keepdims=True)
+    std = np.sqrt(np.mean(xw * xw, axis=axes, keepdims=True) - mean * mean)
+    return [((xw - mean) / (std + 1e-9)).astype(x.dtype)]
+
+
 def _first(types: Types, _c: object, call: Call) -> list[TensorType]:
     x = need(at(types, 0), "normalization")
-    if x.dtype not in FLOATS:
+    if x.dtype not in OP_FLOATS:
         raise ShapeError(f"normalization needs a float input, got {x.dtype}")
     return [x]
 
@@ -175,14 +245,15 @@ SCHEMAS = [
            attrs=BN_ATTRS, traits={INPLACE}, flops=_flops(2),
            doc="inference batch norm: (X - mean) / sqrt(var + eps) * scale + B"),
     schema("BatchNormalization", 14, "X scale B input_mean input_var",
-           "Y running_mean? running_var?", _bn_infer, _bn_kernel,
+           "Y running_mean? running_var?", _bn14_infer, _bn14_kernel,
            attrs=[*BN_ATTRS, attr("training_mode", "int", 0)], traits={INPLACE},
            flops=_flops(2),
-           doc="inference batch norm; training_mode=1 is refused"),
+           doc="batch norm; training_mode=1 normalises by batch statistics and also gives "
+               "the running mean and variance"),
     schema("LayerNormalization", 17, "X Scale B?", "Y Mean? InvStdDev?", _ln_infer,
            _ln_kernel, attrs=[attr("axis", "int", -1), attr("epsilon", "float", 1e-5),
                               attr("stash_type", "int", 1)],
-           traits={INPLACE}, flops=_flops(8),
+           traits={INPLACE}, flops=_flops(8), widen_low=False,
            doc="normalise over shape[axis:], then scale and shift"),
     schema("InstanceNormalization", 6, "input scale B", "output", _first, _instance_kernel,
            attrs=[attr("epsilon", "float", 1e-5)], traits={INPLACE},
@@ -193,4 +264,18 @@ SCHEMAS = [
                   attr("stash_type", "int", 1)], traits={INPLACE},
            flops=_flops(8),
            doc="normalise channel groups, then per-channel scale and bias"),
+    schema("RMSNormalization", 23, "X scale", "Y", _first, _rms_kernel, widen_low=False,
+           attrs=[attr("axis", "int", -1), attr("epsilon", "float", 1e-5),
+                  attr("stash_type", "int", 1)], traits={INPLACE}, flops=_flops(4),
+           doc="divide by the root mean square over shape[axis:], then scale"),
+    schema("LpNormalization", 1, "input", "output", _first, _lp_kernel, traits={INPLACE},
+           attrs=[attr("axis", "int", -1), attr("p", "int", 2)], flops=_flops(3),
+           doc="divide by the L1 or L2 norm along axis"),
+    schema("LRN", 1, "X", "Y", _first, _lrn_kernel, flops=_flops(6),
+           attrs=[attr("alpha", "float", 1e-4), attr("beta", "float", 0.75),
+                  attr("bias", "float", 1.0), attr("size", "int", required=True)],
+           doc="local response normalisation across channels"),
+    schema("MeanVarianceNormalization", 9, "X", "Y", _first, _mvn_kernel, traits={INPLACE},
+           attrs=[attr("axes", "ints", (0, 2, 3))], flops=_flops(6),
+           doc="(X - mean) / (std + 1e-9) over axes"),
 ]

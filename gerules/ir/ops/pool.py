@@ -126,6 +126,18 @@ def _avg_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
         return [(total / count).astype(x.dtype, copy=False)]
 
 
+def _lp_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    """``(sum of |x|^p over each window) ^ (1 / p)``, zero padding."""
+    x = need(at(inputs, 0), "LpPool")
+    win = _geometry(x, call)
+    p = float(call.attrs.get("p", 2))  # type: ignore[arg-type]
+    xp = pad_for(np.abs(widen(x)) ** p, win, 0)
+    total = np.zeros((*x.shape[:2], *win.out), dtype=xp.dtype)
+    for sl in taps(win):
+        total += xp[(slice(None), slice(None), *sl)]
+    return [(total ** (1 / p)).astype(x.dtype, copy=False)]
+
+
 def _global_infer(op: str) -> InferFn:
     def infer(types: Types, _c: object, call: Call) -> list[TensorType]:
         x = need(at(types, 0), op)
@@ -168,6 +180,8 @@ SCHEMAS = [
     _build("AveragePool", 1, _pool_infer("AveragePool"), _avg_kernel,
            [*POOL_ATTRS, attr("count_include_pad", "int", 0)], "Y", _pool_flops,
            "mean over sliding windows (count_include_pad, ceil_mode, dilations)"),
+    _build("LpPool", 2, _pool_infer("LpPool"), _lp_kernel, [*POOL_ATTRS, attr("p", "int", 2)],
+           "Y", _pool_flops, "Lp norm over sliding windows"),
     _build("GlobalAveragePool", 1, _global_infer("GlobalAveragePool"), _global(np.mean), [],
            "Y", _in_flops, "mean over all spatial dims, kept as size 1"),
     _build("GlobalMaxPool", 1, _global_infer("GlobalMaxPool"), _global(np.max), [],

@@ -199,14 +199,21 @@ def _cumsum_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
     return [need(at(types, 0), "CumSum")]
 
 
-def _cumsum_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
-    x, axis_t = need(at(inputs, 0), "CumSum"), need(at(inputs, 1), "CumSum", "axis")
-    axis = norm_axis(ints(axis_t)[0], x.ndim)
-    y = widen(np.flip(x, axis) if iattr(call, "reverse") else x)  # float16 sums in float32
-    s = np.cumsum(y, axis=axis, dtype=y.dtype)
-    if iattr(call, "exclusive"):
-        s = s - y
-    return [(np.flip(s, axis) if iattr(call, "reverse") else s).astype(x.dtype, copy=False)]
+def _cumulative(fn: Callable[..., np.ndarray], unit: int) -> KernelFn:
+    """CumSum (``np.cumsum``, exclusive shifts in 0) or CumProd (``np.cumprod``, 1)."""
+
+    def kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+        x, axis_t = need(at(inputs, 0), "Cum"), need(at(inputs, 1), "Cum", "axis")
+        axis = norm_axis(ints(axis_t)[0], x.ndim)
+        y = widen(np.flip(x, axis) if iattr(call, "reverse") else x)  # float16 in float32
+        if iattr(call, "exclusive"):
+            head = np.full_like(np.take(y, [0], axis=axis), unit)
+            y = np.concatenate([head, np.take(y, range(y.shape[axis] - 1), axis=axis)], axis)
+        s = fn(y, axis=axis, dtype=y.dtype)
+        return [(np.flip(s, axis) if iattr(call, "reverse") else s).astype(x.dtype,
+                                                                           copy=False)]
+
+    return kernel
 
 
 # ----------------------------------------------------------------------------- TopK
@@ -257,9 +264,12 @@ SCHEMAS = [
     *[_reduce(op, since, fn, True, fl, doc) for op, since, fn, fl, doc in REDUCERS],
     _arg("ArgMax", np.argmax),
     _arg("ArgMin", np.argmin),
-    schema("CumSum", 11, "x axis:i64", "y", _cumsum_infer, _cumsum_kernel,
+    schema("CumSum", 11, "x axis:i64", "y", _cumsum_infer, _cumulative(np.cumsum, 0),
            attrs=[attr("exclusive", "int", 0), attr("reverse", "int", 0)],
            doc="cumulative sum along axis (exclusive and reverse variants)"),
+    schema("CumProd", 26, "x axis:i64", "y", _cumsum_infer, _cumulative(np.cumprod, 1),
+           attrs=[attr("exclusive", "int", 0), attr("reverse", "int", 0)],
+           doc="cumulative product along axis (exclusive and reverse variants)"),
     schema("TopK", 1, "X", "Values Indices", *_topk(False),
            attrs=[attr("axis", "int", -1), attr("k", "int", required=True)],
            doc="the k largest values along axis and their int64 indices (k attribute)"),
