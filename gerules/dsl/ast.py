@@ -208,13 +208,24 @@ Expr = (
 
 
 @dataclass(frozen=True, slots=True)
+class TypedArg:
+    """``x: f32[2, 4, 16]`` in a decorator: a variable and the tensor type it takes."""
+
+    name: str
+    dtype: str
+    dims: tuple[int, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
 class Decorator:
-    """``@exact`` or ``@approx(rtol=1e-3, atol=1e-5)``."""
+    """``@exact``, ``@approx(rtol=1e-3, atol=1e-5)`` or ``@example(x: f32[2, 4], c = 0.5)``."""
 
     name: str
     args: tuple[Expr, ...]
     kwargs: tuple[Kwarg, ...]
     span: Span
+    typed: tuple[TypedArg, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

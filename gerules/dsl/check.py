@@ -186,7 +186,8 @@ def _ops(lib: RuleLibrary, registry: Registry
          ) -> tuple[tuple[CompositeOp, ...], Registry, list[RuleError]]:
     """The ops the library defines (``op ...``), in load order, and the registry that has
     them too: each is checked against the ops defined before it."""
-    base, defined, errors = registry, {}, []
+    base, errors = registry, []
+    defined: dict[str, CompositeOp] = {}
     for decl in lib.items(ast.OpDef):
         op, found = define_op(decl, registry, defined)
         errors += found

@@ -19,8 +19,8 @@ from ..ir.registry import suggest
 from . import ast
 from .errors import RuleError
 
-DECORATORS = {"exact": (), "approx": ("rtol", "atol"), "replace": ()}
-MARKERS = ("replace",)  # decorators that are not part of the numerical contract
+DECORATORS = {"exact": (), "approx": ("rtol", "atol"), "replace": (), "example": ()}
+MARKERS = ("replace", "example")  # decorators that are not part of the numerical contract
 DEFAULT_RTOL = 1e-5
 DEFAULT_ATOL = 1e-8
 
@@ -51,8 +51,10 @@ def check_decorators(rule: ast.Rule) -> list[RuleError]:
         if d.name not in DECORATORS:
             msg = f"unknown decorator @{d.name}{suggest(d.name, DECORATORS)}"
             errors.append(RuleError(msg + "; rules take @exact or @approx(rtol=.., atol=..), "
-                                          "and @replace", d.span))
+                                          "@replace and @example(x: f32[2, 3])", d.span))
             continue
+        if d.name == "example":
+            continue  # its arguments are the rule's variables: checked with the rule
         if d.name in seen and d.name in MARKERS:
             errors.append(RuleError(f"@{d.name} is given twice", d.span))
         elif d.name not in MARKERS and seen & {"exact", "approx"}:
@@ -65,6 +67,8 @@ def check_decorators(rule: ast.Rule) -> list[RuleError]:
 
 def _check_args(d: ast.Decorator) -> list[RuleError]:
     allowed = DECORATORS[d.name]
+    if d.typed:
+        return [RuleError(f"@{d.name} takes no typed arguments", d.typed[0].span)]
     if d.args:
         return [RuleError(f"@{d.name} takes keyword arguments only "
                           f"({', '.join(f'{a}=' for a in allowed) or 'none'})", d.args[0].span)]

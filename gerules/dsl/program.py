@@ -234,13 +234,16 @@ class Direction:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ResolvedRule:
-    """One rule of the library as the checker resolved it."""
+    """One rule of the library as the checker resolved it; ``examples`` are its
+    ``@example`` decorators: per variable, a tensor type (a graph input of that type) or a
+    value (a constant tensor, or an attribute variable's value)."""
 
     name: str
     ruleset: str
     contract: Contract
     directions: tuple[Direction, ...]
     source: ast.Rule
+    examples: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def span(self) -> ast.Span:

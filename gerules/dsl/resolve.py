@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..ir.graph import TensorType
 from ..ir.registry import AttrSpec, OpSchema, Registry, suggest
 from . import ast, program
 from .build import attr_value
@@ -30,7 +31,7 @@ from .builtins import CONSTANTS, FUNCTIONS
 from .contract import check_decorators, contract_of
 from .errors import RuleError
 from .evaluate import evaluate
-from .values import EvalError
+from .values import DType, EvalError
 from .walk import free_names, is_closed, replace_ops, walk
 
 
@@ -673,11 +674,47 @@ def resolve_rule(rule: ast.Rule, registry: Registry, source: str = "",
             found, failed = one.directions()
             errors += failed
             directions += found
+    if directions:
+        examples = [example(d, directions[0].names, errors) for d in rule.decorators
+                    if d.name == "example"]
     errors = list({(str(e), e.message): e for e in errors}.values())
     if errors or not directions:
         return None, errors
     return program.ResolvedRule(rule.name, rule.ruleset or "", contract_of(rule),
-                                tuple(directions), rule), []
+                                tuple(directions), rule, tuple(examples)), []
+
+
+def example(d: ast.Decorator, names: program.Names, errors: list[RuleError]
+            ) -> dict[str, Any]:
+    """``@example(x: f32[2, 4], c = 0.5, p = [1, 0])``: types of tensor variables, values of
+    constant tensor variables and attribute variables (checked to name the rule's own)."""
+    leaves = set(names.tensors) - {b for b, _ in names.nodes}
+    out: dict[str, Any] = {}
+    for t in d.typed:
+        dtype = CONSTANTS.get(t.dtype, (None,))[0]
+        if t.name not in leaves:
+            errors.append(RuleError(f"@example: '{t.name}' is not a variable of the left side"
+                                    f"{suggest(t.name, leaves)}", t.span))
+        elif not isinstance(dtype, DType):
+            errors.append(RuleError(f"@example: unknown element type '{t.dtype}' (f32, f16, "
+                                    "f64, i64, ...)", t.span))
+        else:
+            out[t.name] = TensorType(dtype.name, t.dims)
+    for k in d.kwargs:
+        if k.name not in leaves and k.name not in names.attrs:
+            errors.append(RuleError(f"@example: '{k.name}' is not a variable of the left side"
+                                    f"{suggest(k.name, [*leaves, *names.attrs])}", k.span))
+        elif not is_closed(k.value):
+            errors.append(RuleError("@example: a value is a literal", k.value.span))
+        else:
+            try:
+                out[k.name] = evaluate(k.value, CLOSED)
+            except EvalError as e:
+                errors.append(RuleError(f"@example: {e}", k.value.span))
+    if d.args:
+        errors.append(RuleError("@example names its variables: @example(x: f32[2, 3], "
+                                "c = 0.5)", d.args[0].span))
+    return out
 
 
 def _label(text: str) -> str:

@@ -1,7 +1,8 @@
 """Shape and dtype soundness: do both sides of a rule give the same type?
 
 The check looks for a witness with the verifier's own machinery: instances of each
-direction's left side (``instances``, a few fixed seeds, small dims first), the compiled
+direction's left side (``instances.Search``: a few fixed seeds, small dims first, author
+examples first, guards that fail solved where they can be), the compiled
 rewrite applied to each through the engine (``trial``: the optimizer's searcher, guards and
 right-side builder), and the right side's type compared with the left side's.
 
@@ -20,6 +21,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 import numpy as np
 
@@ -27,8 +29,8 @@ from ..engine import Rewrite
 from ..ir.graph import Graph
 from ..ir.registry import Registry
 from .errors import RuleError
-from .instances import Draw, InstanceBuilder
-from .program import Direction, ResolvedRule
+from .instances import Draw, Search
+from .program import ResolvedRule
 from .trial import apply_rewrite
 
 log = logging.getLogger(__name__)
@@ -49,7 +51,8 @@ def check_soundness(rule: ResolvedRule, rewrites: tuple[Rewrite, ...], registry:
     enough = max(1, -(-ENOUGH // variants))
     for direction, rewrite in zip(rule.directions, rewrites, strict=True):
         try:
-            message = _witness(direction, rewrite, registry, attempts, enough)
+            message = _witness(Search(direction, registry, rule.examples), rewrite, registry,
+                               attempts, enough)
         except Exception as e:  # noqa: BLE001 - a best-effort check never fails a rule file
             log.warning("soundness check of rule '%s' stopped: %s: %s", rule.name,
                         type(e).__name__, e)
@@ -59,14 +62,12 @@ def check_soundness(rule: ResolvedRule, rewrites: tuple[Rewrite, ...], registry:
     return []
 
 
-def _witness(direction: Direction, rewrite: Rewrite, registry: Registry, attempts: int,
+def _witness(search: Search, rewrite: Rewrite, registry: Registry, attempts: int,
              enough: int) -> str | None:
-    builder = InstanceBuilder(direction, registry)
+    direction = search.direction
     fired = 0
     for attempt in range(attempts):
-        draw = Draw(np.random.default_rng([SEED, attempt]), "float32", size=2 + attempt % 3,
-                    edge=attempt < 2 or attempt % 2 == 0)
-        instance = builder.build(draw, verified=False)
+        instance = search.find(partial(_draw, attempt), attempt, verified=False).instance
         if instance is None:
             continue
         applied = apply_rewrite(instance.graph, rewrite, registry, graphs=False)
@@ -77,6 +78,11 @@ def _witness(direction: Direction, rewrite: Rewrite, registry: Registry, attempt
         if fired >= enough:
             break
     return None
+
+
+def _draw(attempt: int) -> Draw:
+    return Draw(np.random.default_rng([SEED, attempt]), "float32", size=2 + attempt % 3,
+                edge=attempt < 2 or attempt % 2 == 0)
 
 
 def _inputs(graph: Graph) -> str:

@@ -230,8 +230,19 @@ class ToAst(Transformer_NonRecursive):  # type: ignore[type-arg]
         return str(c[0])
 
     def decorator(self, meta: Any, c: list[Any]) -> ast.Decorator:
-        args, kwargs = self.split_args(c[1] if len(c) > 1 else ())
-        return ast.Decorator(str(c[0]), args, kwargs, self.span(meta))
+        items = c[1] if len(c) > 1 and c[1] is not None else []
+        typed = tuple(x for x in items if isinstance(x, ast.TypedArg))
+        args, kwargs = self.split_args([x for x in items if not isinstance(x, ast.TypedArg)])
+        return ast.Decorator(str(c[0]), args, kwargs, self.span(meta), typed)
+
+    def dec_args(self, meta: Any, c: list[Any]) -> list[Any]:
+        return c
+
+    def typed_arg(self, meta: Any, c: list[Any]) -> ast.TypedArg:
+        name, dtype, *dims = c
+        return ast.TypedArg(str(name), str(dtype),
+                            tuple(self.int_value(d) for d in dims if d is not None),
+                            self.span(meta))
 
     def where(self, meta: Any, c: list[Any]) -> ast.Where:
         raw = self.source[meta.start_pos:meta.end_pos]

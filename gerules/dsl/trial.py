@@ -69,7 +69,7 @@ def apply_rewrite(instance: Graph, rewrite: Rewrite, registry: Registry | None =
 
 def _roots(egraph: EGraph, rewrite: Rewrite, match: tuple[object, ...]) -> tuple[int, ...]:
     """The match's root classes (a multi-pattern has several, in any order)."""
-    return tuple(egraph.find(int(match[r])) for r in rewrite.layout.roots)  # type: ignore
+    return tuple(egraph.find(int(match[r])) for r in rewrite.layout.roots)
 
 
 def _conditions(egraph: EGraph, rewrite: Rewrite, match: tuple[object, ...]) -> Subst | Reject:

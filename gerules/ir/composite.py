@@ -167,6 +167,7 @@ def _run(op: CompositeOp, registry: Registry, inputs: Sequence[Any], call: Call,
         schema = find(node)
         inner = schema.call(_attrs(node, call), len(node.outputs), node.name)
         args = [env.get(i) if i else None for i in node.inputs]
+        outs: list[Any]
         if typed:
             outs = list(schema.infer(args, [known.get(i) for i in node.inputs], inner))
             values = _fold(schema, inner, args, [known.get(i) for i in node.inputs], outs)

@@ -91,11 +91,11 @@ def _at_opset(f: CompositeOp, node: Node, schema: OpSchema, target: OpSchema,
     for k, port in enumerate(schema.inputs[:len(inputs)]):
         const = consts.get(inputs[k])
         if port.name in target.attrs and port.name not in ports and const is not None:
-            value = const.attrs.get("value")
-            if not isinstance(value, np.ndarray):
+            literal = const.attrs.get("value")
+            if not isinstance(literal, np.ndarray):
                 raise ModelError(f"{f.qualified}: the {port.name} of node '{node.name}' is "
                                  f"an attribute at this opset and must be a literal there")
-            attrs[port.name] = tuple(value.reshape(-1).tolist())
+            attrs[port.name] = tuple(literal.reshape(-1).tolist())
             inputs[k] = ""
     while inputs and not inputs[-1]:
         inputs.pop()
@@ -110,7 +110,7 @@ def _proto(node: Node, attrs: Mapping[str, Any], inputs: Sequence[str],
         spec = schema.attrs.get(key) if schema is not None else None
         if isinstance(value, AttrRef):
             kind = spec.kind if spec is not None else _REF_KINDS.get(key, "float")
-            ref = _A(name=key, ref_attr_name=value.name, type=KIND_TYPES[kind])
+            ref = _A(name=key, ref_attr_name=value.name, type=KIND_TYPES[kind])  # type: ignore[arg-type]
             proto.attribute.append(ref)
         elif isinstance(value, np.ndarray) and node.op == "Constant":
             proto.attribute.append(helper.make_attribute(key, array_to_tensor(value, "")))

@@ -32,12 +32,14 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
+from ..dsl.builtins import DTYPE_NAMES
 from ..dsl.compile import CompiledRule, CompiledRules
 from ..dsl.contract import Contract
-from ..dsl.instances import Draw, Instance, InstanceBuilder, Sampler
+from ..dsl.instances import NO_TYPING, Draw, Instance, Sampler, Search
 from ..dsl.program import Direction
 from ..dsl.trial import apply_rewrite
 from ..engine import Rewrite
@@ -46,7 +48,7 @@ from ..ir.graph import Graph
 from ..ir.registry import Registry
 from ..runtime.executor import Executor
 from ..testing.equivalence import Mismatch, compare
-from .report import counterexample_text
+from .report import counterexample_text, no_instance_text
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +57,8 @@ VERIFIED, COUNTEREXAMPLE, NO_INSTANCE, ERROR = ("verified", "counterexample", "n
 MIN_EXAMPLES = 2  # instances per variant of a rule over an op class
 EXACT_RTOL = {"float16": 1e-2, "float32": 1e-4, "float64": 1e-9}
 DTYPES = ("float32", "float32", "float32", "float16", "float64")
+SHORT = {v: k for k, v in DTYPE_NAMES.items()}  # float32 -> f32
+SHOWN_VALUES = 8  # constants shown by value in an @example template
 
 
 @dataclass(frozen=True)
@@ -146,24 +150,30 @@ def verify_library(rules: CompiledRules | Sequence[CompiledRule],
 
 def _verify_direction(rule: CompiledRule, rewrite: Rewrite, direction: Direction,
                       settings: Settings, registry: Registry, result: RuleResult) -> None:
-    builder = InstanceBuilder(direction, registry)
+    search = Search(direction, registry, rule.resolved.examples)
     fired = 0
-    hinted = sorted(builder.hints.dtypes)
+    hinted = sorted(search.hints.dtypes)
+    blockers: Counter[str] = Counter()
+    last: Instance | None = None
     for attempt in range(settings.budget):
-        draw = _draw(settings.seed, attempt, hinted)
+        found = search.find(partial(_draw, settings.seed, attempt, hinted), attempt)
         result.attempts += 1
-        instance = builder.build(draw)
-        if instance is None:
-            result.rejections["no typing of the left side found"] += 1
+        instance = last = found.instance or last
+        if found.instance is None:
+            result.rejections[NO_TYPING] += 1
+            blockers[NO_TYPING] += 1
             continue
+        assert instance is not None
         applied = apply_rewrite(instance.graph, rewrite, registry)
         if applied.error:
             return _fail(result, instance.graph, None, applied.error, None, {}, None)
         if not applied.fired:
             result.rejections[applied.reason] += 1
+            blockers[found.blocker or applied.reason] += 1
             continue
         assert applied.graph is not None
-        if not _compare(rule, instance, applied.graph, draw, settings, result):
+        rng = np.random.default_rng([settings.seed, attempt, 1])
+        if not _compare(rule, instance, applied.graph, rng, settings, result):
             return None
         fired += 1
         result.examples += 1
@@ -171,20 +181,44 @@ def _verify_direction(rule: CompiledRule, rewrite: Rewrite, direction: Direction
             break
     if not fired:
         result.status = NO_INSTANCE
-        top = "; ".join(f"{reason} ({n}x)" for reason, n in result.rejections.most_common(3))
-        result.detail = (f"no instance found under its guards in {settings.budget} attempts; "
-                         f"most common rejections: {top}")
+        result.detail = no_instance_text(settings.budget, blockers, _template(last, direction))
     return None
+
+
+def _template(instance: Instance | None, direction: Direction) -> str:
+    """``@example(...)`` with the variables' types and values in ``instance``: a template
+    for the author to edit into values that pass."""
+    if instance is None:
+        return ""
+    leaves = set(direction.names.tensors) - {b for b, _ in direction.names.nodes}
+    items = []
+    for name, o in instance.tensors.items():
+        if name not in leaves or o.type is None or o.value is None:
+            continue
+        if o.const and o.value.size <= SHOWN_VALUES:
+            items.append(f"{name} = {_literal(o.value)}")
+        else:
+            dims = ", ".join(str(d) for d in o.type.shape or ())
+            items.append(f"{name}: {SHORT.get(o.type.dtype, o.type.dtype)}[{dims}]")
+    items += [f"{k} = {_literal(v)}" for k, v in instance.attrs.items()
+              if k in direction.names.attrs and not isinstance(v, str)]
+    return f"@example({', '.join(items)})" if items else ""
+
+
+def _literal(value: object) -> str:
+    array = np.asarray(value)
+    return str(array.tolist()).replace("'", "") if array.ndim else str(array.item())
 
 
 def _draw(seed: int, attempt: int, hinted: Sequence[str] = ()) -> Draw:
     """Attempt ``attempt``'s choices: small dims first; float32 mostly, float16 and float64
-    too; a dtype the guards name (``dtype(x) == f16``) in three attempts out of four."""
+    too; a dtype the guards name (``dtype(x) == f16``) in three attempts out of four; every
+    third attempt an ``edge`` draw (distinct dims, telling permutations and literals)."""
     rng = np.random.default_rng([seed, attempt])
     dtype = DTYPES[attempt % len(DTYPES)]
     if hinted and attempt % 4:
         dtype = hinted[attempt % len(hinted)]
-    return Draw(rng, dtype, size=2 + (attempt // 8) % 4)
+    return Draw(rng, dtype, size=2 + (attempt // 8) % 4, edge=attempt % 3 == 2)
 
 
 def _feeds(instance: Instance, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -197,11 +231,11 @@ def _feeds(instance: Instance, rng: np.random.Generator) -> dict[str, np.ndarray
     return feeds
 
 
-def _compare(rule: CompiledRule, instance: Instance, rhs: Graph, draw: Draw,
+def _compare(rule: CompiledRule, instance: Instance, rhs: Graph, rng: np.random.Generator,
              settings: Settings, result: RuleResult) -> bool:
     lhs = instance.graph
     for _ in range(settings.runs):
-        feeds = _feeds(instance, draw.rng)
+        feeds = _feeds(instance, rng)
         try:
             with np.errstate(all="ignore"):
                 want = Executor(lhs).run(feeds)

@@ -20,13 +20,16 @@ Invariants:
 - Float variables are graph inputs unless a guard needs them constant (``const(..)``); integer
   operands, literals and hinted values are initializers. ``samplers`` says how to redraw each
   input for another run (the range it was drawn from).
+- No node outputs an empty tensor: an instance where one does proves little (two parts
+  concatenated in the wrong order look right when one of them is empty).
 - The opset is the newest in which every op of the pattern has the version the rule checker
   picked for it (ReduceMean with an ``axes`` attribute means opset 13..17).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import zlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,22 +62,32 @@ from .proposals import (
 )
 
 TRIES = 6  # draws per op before the instance is given up
+RANK_TRIES = 8  # proposals drawn before a pinned rank is drawn directly
+MAX_RANK = 6  # the largest rank drawn for a guard that pins one
+MAX_OUTPUTS = 8  # outputs tried for an op with variadic outputs
 OUTPUT = "%out"
 Sampler = tuple[float, float] | None  # uniform range, or None for N(0, 1)
 
 
 @dataclass(frozen=True)
 class Instance:
+    """A built instance and what the rule's names stand for in it (what guards read)."""
+
     graph: Graph
     samplers: Mapping[str, Sampler]  # graph input -> how to redraw it
+    tensors: Mapping[str, Operand] = field(default_factory=dict)  # variables and binders
+    attrs: Mapping[str, Any] = field(default_factory=dict)  # attribute variables
+    nodes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # binder -> attrs
 
 
 @dataclass
 class _State:
     draw: Draw
+    fixed: Mapping[str, Any] = field(default_factory=dict)  # see ``InstanceBuilder.build``
     tensors: dict[str, str] = field(default_factory=dict)  # variable or binder -> tensor
     operands: dict[str, Operand] = field(default_factory=dict)  # tensor -> its operand
     results: dict[int, str] = field(default_factory=dict)  # Op.key -> tensor
+    counts: dict[int, int] = field(default_factory=dict)  # Op.key -> outputs of its node
     attr_vars: dict[str, Any] = field(default_factory=dict)
     resolved: dict[str, dict[str, Any]] = field(default_factory=dict)  # binder -> attrs
     nodes: list[Node] = field(default_factory=list)
@@ -111,13 +124,17 @@ class InstanceBuilder:
         return hi if lo <= hi else MAX_OPSET[""]
 
     # ------------------------------------------------------------------ building
-    def build(self, draw: Draw, *, verified: bool = True) -> Instance | None:
+    def build(self, draw: Draw, *, verified: bool = True,
+              fixed: Mapping[str, Any] | None = None) -> Instance | None:
         """A random instance, or ``None`` when some op could not be typed this time.
         ``verified=False`` skips re-checking the graph (its types are the ones each op's
-        inference gave while it was built)."""
+        inference gave while it was built). ``fixed`` pins variables: a ``TensorType`` (the
+        variable gets that type, values drawn for it), a value (a constant tensor, or an
+        attribute variable's value). Pinned variables are drawn as usual first and then
+        replaced, so the rest of the instance stays what the same draw gives."""
         if not self.order:
             return None
-        state = _State(draw)
+        state = _State(draw, dict(fixed or {}))
         for call in self.order:
             if not self._place(call, state):
                 return None
@@ -139,11 +156,17 @@ class InstanceBuilder:
                       name=self.direction.name, opset={"": self.opset, "ge": 1},
                       functions=with_uses(bodies))
         if not verified:
-            return Instance(graph, dict(state.samplers))
+            return self._instance(graph, state)
         try:
-            return Instance(verify(graph, self.registry), dict(state.samplers))
+            graph = verify(graph, self.registry)
         except GeError:
             return None
+        return self._instance(graph, state)
+
+    def _instance(self, graph: Graph, state: _State) -> Instance:
+        tensors = {v: state.operands[t] for v, t in state.tensors.items()}
+        return Instance(graph, dict(state.samplers), tensors, dict(state.attr_vars),
+                        dict(state.resolved))
 
     def _place(self, call: program.Op, state: _State) -> bool:
         for _ in range(TRIES):
@@ -170,10 +193,11 @@ class InstanceBuilder:
             elif operands[i] is None:
                 operands[i] = self._fresh(call, schema, i, operands, attrs, state)
         done = [o for o in operands if o is not None]
-        out = _run(schema, done, attrs, call.output or 0)
-        if out is None:
+        ran = _run(schema, done, attrs, call.output or 0)
+        if ran is None:
             return None
-        return done, attrs, new_attr_vars, out
+        state.counts[call.key] = ran[1]
+        return done, attrs, new_attr_vars, ran[0]
 
     # ------------------------------------------------------------------ operands
     def _known(self, arg: program.Term, state: _State) -> Operand | None:
@@ -209,23 +233,35 @@ class InstanceBuilder:
         port = schema.inputs[min(slot, len(schema.inputs) - 1)].name
         op, draw = call.qualified, state.draw
         data = operands[0] if slot else None
+        arg = call.args[slot]
+        name = arg.name if isinstance(arg, program.Var) else (
+            arg.attr if isinstance(arg, program.PortVar) else None)
         found = int_operand(op, port, draw, data, attrs) or scalar_operand(op, port, draw)
         if found is not None:
-            return found
-        arg = call.args[slot]
-        name = arg.name if isinstance(arg, program.Var) else None
+            return pin(name, found, state.fixed)
         like = [o for o in state.operands.values() if o.value is not None and not o.const
                 and o.value.dtype.kind == "f"]
         if slot == 0 and op not in SHAPED and like and draw.coin(0.5):  # shape(a) == shape(b)
             proposal = tensor(draw, draw.pick(like).shape)
-            return self._hinted(name, proposal, draw)
-        proposal = float_operand(op, schema, draw, operands, slot, attrs)
-        for _ in range(20):  # a guard pins its rank: draw until it fits
-            if name not in self.hints.ranks or proposal.value is None or (
-                    proposal.value.ndim == self.hints.ranks[name]):
-                break
-            proposal = float_operand(op, schema, draw, operands, slot, attrs)
-        return self._hinted(name, proposal, draw)
+        else:
+            proposal = self._ranked(name, lambda: float_operand(op, schema, draw, operands,
+                                                                slot, attrs), op, draw)
+        return pin(name, self._hinted(name, proposal, draw), state.fixed)
+
+    def _ranked(self, name: str | None, propose: Callable[[], Operand], op: str, draw: Draw
+                ) -> Operand:
+        """A proposal of the rank a guard pins (``rank(x) == 6``): drawn a few times, then
+        (for ops whose operand has no structure of its own) a shape of that rank directly."""
+        proposal = propose()
+        rank = self.hints.ranks.get(name or "")
+        for _ in range(RANK_TRIES):
+            if rank is None or proposal.value is None or proposal.value.ndim == rank:
+                return proposal
+            proposal = propose()
+        if op in SHAPED or rank is None or rank > MAX_RANK:
+            return proposal
+        return tensor(draw, draw.shape(rank) if rank <= 4 else
+                      tuple(draw.integer(1, 3) for _ in range(rank)))
 
     def _hinted(self, name: str | None, o: Operand, draw: Draw) -> Operand:
         if name is None or o.value is None:
@@ -251,6 +287,8 @@ class InstanceBuilder:
                     earlier = [*state.attr_vars.values(), *new.values()]
                     new[var] = attr_candidate(item.name, item.spec.kind, state.draw, x,
                                               earlier)
+                    if var in state.fixed:
+                        new[var] = attr_of(item.spec.kind, state.fixed[var])
                 value = state.attr_vars.get(var, new.get(var))
             else:
                 value = item.value
@@ -263,8 +301,11 @@ class InstanceBuilder:
                 operands: list[Operand], attrs: dict[str, Any], new_attr_vars: dict[str, Any],
                 out: Operand) -> None:
         names = [self._bind(arg, o, state) for arg, o in zip(call.args, operands, strict=True)]
+        for arg, o in zip(call.args, operands, strict=True):
+            if isinstance(arg, program.PortVar) and o.value is not None:
+                state.attr_vars.setdefault(arg.attr, attr_of(arg.spec.kind, o.value))
         k = len(state.nodes)
-        count = (call.output or 0) + 1
+        count = state.counts[call.key]
         outputs = [f"%t{k}" if i == (call.output or 0) else f"%t{k}_{i}" for i in range(count)]
         node = Node(call.op, tuple(names), tuple(outputs), Attrs(attrs), name=f"n{k}_{call.op}",
                     domain=call.domain)
@@ -309,13 +350,27 @@ def _literal(arg: program.Term) -> np.ndarray | None:
 
 
 def _run(schema: OpSchema, operands: list[Operand], attrs: dict[str, Any], index: int
-         ) -> Operand | None:
-    """The op's output ``index`` when its inference and kernel both accept the operands."""
+         ) -> tuple[Operand, int] | None:
+    """The op's output ``index`` and how many outputs its node has, when its inference and
+    kernel both accept the operands (an op with variadic outputs, ``Split(x, s)[0]``, has
+    as many as its operands make: the first count its inference accepts)."""
     types = [o.type for o in operands]
     consts = [o.value if o.const else None for o in operands]
+    variadic = bool(schema.outputs) and schema.outputs[-1].variadic
+    for count in range(index + 1, index + (MAX_OUTPUTS if variadic else 1) + 1):
+        try:
+            call = schema.call(attrs, count)
+            out_types = list(schema.infer(types, consts, call))
+        except Exception:  # noqa: BLE001 - any refusal only means "not these operands"
+            continue
+        out = _output(schema, operands, call, out_types, index)
+        return None if out is None else (out, count)
+    return None
+
+
+def _output(schema: OpSchema, operands: list[Operand], call: Any, out_types: list[Any],
+            index: int) -> Operand | None:
     try:
-        call = schema.call(attrs, index + 1)
-        out_types = list(schema.infer(types, consts, call))
         with np.errstate(all="ignore"):
             values = list(schema.kernel([o.value for o in operands], call))
     except Exception:  # noqa: BLE001 - any refusal only means "not these operands"
@@ -323,9 +378,11 @@ def _run(schema: OpSchema, operands: list[Operand], attrs: dict[str, Any], index
     if index >= len(out_types) or index >= len(values):
         return None
     t, value = out_types[index], np.asarray(values[index])
-    if t.shape is None or not t.is_static or value.size > 1 << 20:
-        return None
-    return Operand(TensorType(t.dtype, tuple(int(d) for d in t.shape)), value, False)
+    if t.shape is None or not t.is_static or not 0 < value.size <= 1 << 20 or (
+            tuple(value.shape) != tuple(t.shape)):
+        return None  # (empty, too large, or the kernel and the inference disagree)
+    const = all(o.const for o in operands)  # folded in the e-graph as well
+    return Operand(TensorType(t.dtype, tuple(int(d) for d in t.shape)), value, const)
 
 
 def _range(value: np.ndarray) -> Sampler:
@@ -333,3 +390,49 @@ def _range(value: np.ndarray) -> Sampler:
     if value.size and float(value.min()) >= 0.0:
         return (float(value.min()) * 0.5, max(float(value.max()) * 1.5, 1e-3))
     return None
+
+
+def pin(name: str | None, o: Operand, fixed: Mapping[str, Any]) -> Operand:
+    """``o``, or what ``fixed`` pins ``name`` to: a type (values drawn for it from a
+    generator seeded by the name, so rebuilding gives the same values) or a value (a
+    constant, in ``o``'s element type when both are floats or both integers)."""
+    pinned = fixed.get(name or "")
+    if pinned is None or o.value is None:
+        return o
+    if isinstance(pinned, TensorType):
+        if o.type == pinned:
+            return o
+        rng = np.random.default_rng(zlib.crc32((name or "").encode()))
+        shape = tuple(int(d) for d in pinned.shape or ())
+        kind = np.dtype(pinned.dtype).kind
+        drawn: np.ndarray
+        if kind == "f":
+            drawn = rng.standard_normal(shape) if o.value.size == 0 or float(
+                o.value.min()) < 0 else rng.uniform(0.1, 2.0, shape)
+        elif kind == "b":
+            drawn = rng.random(shape) < 0.5
+        else:
+            drawn = rng.integers(0, 3, shape)
+        return Operand(pinned, np.asarray(drawn).astype(pinned.dtype), o.const)
+    value = np.asarray(pinned)
+    if value.dtype.kind in "iuf" and o.value.dtype.kind in "iuf" and (
+            (value.dtype.kind == "f") == (o.value.dtype.kind == "f")):
+        value = value.astype(o.value.dtype)
+    elif value.dtype.kind == "i":
+        value = value.astype("int64")
+    return Operand(TensorType(value.dtype.name, tuple(value.shape)), value, True)
+
+
+def attr_of(kind: str, value: Any) -> Any:
+    """``value`` as an attribute of ``kind`` (an array of ints for ``ints``...)."""
+    if isinstance(value, np.ndarray) or isinstance(value, (list, tuple)):
+        items = np.asarray(value).reshape(-1).tolist()
+        if kind in ("ints", "floats"):
+            return tuple(items)
+        if len(items) == 1:
+            return items[0]
+    if kind == "int" and isinstance(value, (bool, int, float, np.generic)):
+        return int(value)
+    if kind == "float" and isinstance(value, (int, float, np.generic)):
+        return float(value)
+    return value

@@ -210,6 +210,7 @@ INT_PORTS = frozenset({
     "Slice.starts", "Slice.ends", "Slice.axes", "Slice.steps", "Split.split", "Gather.indices",
     "GatherElements.indices", "TopK.K", "CumSum.axis", "Pad.pads", "Pad.axes", "Trilu.k",
     "Dropout.training_mode", "Where.condition", "ConstantOfShape.input", "Range.start",
+    "Range.limit", "Range.delta",
 })
 # Ops whose first operand has a structure of its own (not just "like a sibling").
 SHAPED = frozenset({"MatMul", "Gemm", "Conv", "ge.FusedConv", "ge.FusedMatMul",
@@ -261,7 +262,19 @@ def int_operand(op: str, port: str, draw: Draw, data: Operand | None,
         return Operand(_type(np.asarray(value)), np.asarray(value), False)
     if key == "Trilu.k":
         return ints(draw.integer(-1, 1))
+    if op == "Range":
+        spec = draw.memo.setdefault("range", range_spec(draw))
+        return spec[port]  # type: ignore[no-any-return]
     return None
+
+
+def range_spec(draw: Draw) -> dict[str, Operand]:
+    """Int64 scalars for ``Range``: mostly ``0 .. n`` by 1 (indices), sometimes another
+    start or a step of 2."""
+    start = 0 if draw.coin(0.6) else draw.integer(1, 2)
+    delta = 1 if draw.coin(0.7) else 2
+    return {"start": ints(start), "limit": ints(start + delta * draw.dim()),
+            "delta": ints(delta)}
 
 
 def scalar_operand(op: str, port: str, draw: Draw) -> Operand | None:
