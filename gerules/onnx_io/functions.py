@@ -1,4 +1,4 @@
-"""Composite ops (``ir.composite``) as ONNX model-local functions (``FunctionProto``), both ways.
+"""Composite ops (``ir.composite``) written as ONNX model-local functions (``FunctionProto``).
 
 Writing: each composite op the graph carries becomes a function of its domain, its body
 written at the model's ai.onnx opset (onnxruntime inlines functions and reads their nodes
@@ -7,13 +7,11 @@ at the model's opset): an attribute the body gives that is an input at that opse
 attribute there becomes the attribute; references to the op's attributes are written with
 ``ref_attr_name``; defaults go in ``attribute_proto``.
 
-Reading: a function's nodes become the body (``ref_attr_name`` -> ``AttrRef``), read at the
-function's own ai.onnx opset; it may call functions listed before it.
+Reading them back is ``read_functions`` (which, like the whole reader, needs no ``onnx``).
 
 Invariants:
 - A function that cannot be expressed at the model's opset (``CastLike`` below 15) is a
   ``ModelError`` naming it; nothing is written.
-- A function read from a file passes ``ir.composite.body_problem`` or is refused.
 """
 
 from __future__ import annotations
@@ -26,17 +24,13 @@ import onnx
 from onnx import helper
 
 from ..errors import ModelError
-from ..ir.composite import AttrRef, CompositeOp, body_problem
+from ..ir.composite import AttrRef, CompositeOp
 from ..ir.graph import Node
-from ..ir.registry import AttrSpec, OpSchema, Port, Registry
+from ..ir.registry import OpSchema, Registry
+from .read_functions import KIND_TYPES, REF_KINDS
 from .tensors import array_to_tensor
 
 _A = onnx.AttributeProto
-KIND_TYPES: dict[str, int] = {
-    "int": _A.INT, "float": _A.FLOAT, "string": _A.STRING, "ints": _A.INTS,
-    "floats": _A.FLOATS, "strings": _A.STRINGS, "tensor": _A.TENSOR,
-}
-_KINDS = {v: k for k, v in KIND_TYPES.items()}
 AttrWriter = Callable[[str, Any, str | None], onnx.AttributeProto]
 
 
@@ -109,7 +103,7 @@ def _proto(node: Node, attrs: Mapping[str, Any], inputs: Sequence[str],
     for key, value in attrs.items():
         spec = schema.attrs.get(key) if schema is not None else None
         if isinstance(value, AttrRef):
-            kind = spec.kind if spec is not None else _REF_KINDS.get(key, "float")
+            kind = spec.kind if spec is not None else REF_KINDS.get(key, "float")
             ref = _A(name=key, ref_attr_name=value.name, type=KIND_TYPES[kind])  # type: ignore[arg-type]
             proto.attribute.append(ref)
         elif isinstance(value, np.ndarray) and node.op == "Constant":
@@ -117,60 +111,3 @@ def _proto(node: Node, attrs: Mapping[str, Any], inputs: Sequence[str],
         else:
             proto.attribute.append(attribute(key, value, spec.kind if spec else None))
     return proto
-
-
-# The kind of each Constant attribute that holds an attribute of the function as a tensor.
-_REF_KINDS = {"value_float": "float", "value_int": "int", "value_floats": "floats",
-              "value_ints": "ints", "value_string": "string", "value_strings": "strings"}
-
-
-# ----------------------------------------------------------------------------- reading
-
-
-def _ref_kinds(nodes: Sequence[Node], registry: Registry, opset: int) -> dict[str, str]:
-    """The kind of each referenced attribute, from the attribute that refers to it."""
-    kinds: dict[str, str] = {}
-    for node in nodes:
-        for key, value in node.attrs.items():
-            if not isinstance(value, AttrRef):
-                continue
-            if node.op == "Constant" and key in _REF_KINDS:
-                kinds.setdefault(value.name, _REF_KINDS[key])
-            elif registry.has(node.op, node.domain):
-                spec = registry.get(node.op, node.domain, opset if not node.domain else None
-                                    ).attrs.get(key)
-                if spec is not None:
-                    kinds.setdefault(value.name, spec.kind)
-    return kinds
-
-
-def read_functions(model: onnx.ModelProto, opset: Mapping[str, int],
-                   node_of: Callable[[onnx.NodeProto, str, bool], Node],
-                   attr_of: Callable[[onnx.AttributeProto], Any],
-                   registry: Registry) -> tuple[CompositeOp, ...]:
-    """The model's functions as composite ops (each may call the ones before it)."""
-    out: list[CompositeOp] = []
-    for f in model.functions:
-        place = f"function '{f.domain + '.' if f.domain else ''}{f.name}'"
-        if not f.domain:
-            raise ModelError(f"{place}: a function needs a domain other than ai.onnx")
-        imports = {i.domain: int(i.version) for i in f.opset_import}
-        nodes = tuple(node_of(n, n.name or f"{f.name}_{k}", True)
-                      for k, n in enumerate(f.node))
-        kinds = _ref_kinds(nodes, registry, imports.get("", opset.get("", 17)))
-        specs = [AttrSpec(name, kinds.get(name, "float"), required=True)  # type: ignore[arg-type]
-                 for name in f.attribute]
-        for a in f.attribute_proto:
-            specs.append(AttrSpec(a.name, _KINDS.get(a.type, "float"),  # type: ignore[arg-type]
-                                  attr_of(a)))
-        known = {(u.domain, u.name): u for u in out}
-        op = CompositeOp(f.domain, f.name, tuple(Port(i) for i in f.input), tuple(f.output),
-                         tuple(specs), nodes, imports.get("", opset.get("", 17)),
-                         tuple(known[n.domain, n.op] for n in nodes
-                               if (n.domain, n.op) in known), f.doc_string)
-        problem = body_problem(op, registry)
-        if problem:
-            raise ModelError(f"{place}: {problem}")
-        out.append(op)
-    return tuple(out)
-

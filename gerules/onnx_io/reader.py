@@ -11,6 +11,9 @@ Invariants:
   ``ai.onnx.preview`` (FlexAttention) and ``ai.onnx.preview.training`` (the optimizers) keep
   their names;
   every other domain is refused where a node uses it. A node's domain must be imported.
+- Model-local functions (``FunctionProto``) are read as composite ops (``read_functions``)
+  and carried by the graph (``Graph.functions``); a node calling one keeps the function's
+  domain.
 - Names are kept. An unnamed node gets ``<op>_<index>`` (made unique); two nodes with the
   same name are an error (the ONNX IR makes node names unique within a graph).
 - An omitted optional output (``""``) is dropped at the end of a node's outputs and gets a
@@ -31,7 +34,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import onnx
 
 from ..errors import GeError, ModelError
 from ..ir import dtypes
@@ -39,7 +41,18 @@ from ..ir.attrs import Attrs
 from ..ir.composite import AttrRef
 from ..ir.graph import UNTYPED, Dim, Graph, Node, Value, captures
 from ..ir.registry import MAX_OPSET, default_registry
-from .functions import read_functions
+from . import proto
+from .proto import (
+    AttributeProto,
+    Dimension,
+    GraphProto,
+    ModelProto,
+    NodeProto,
+    OperatorSetIdProto,
+    TensorProto,
+    ValueInfoProto,
+)
+from .read_functions import read_functions
 from .tensors import ExternalReader, check_dims, tensor_to_array
 
 log = logging.getLogger(__name__)
@@ -49,7 +62,6 @@ DOMAIN_ALIASES = {"": "", "ai.onnx": "", "ge": "ge", "ai.onnx.preview": "ai.onnx
                   "ai.onnx.preview.training": "ai.onnx.preview.training"}
 MAX_IR_VERSION = 14  # onnx 1.23
 MAX_NESTING = 16  # subgraphs inside subgraphs
-_A = onnx.AttributeProto
 
 
 @dataclass(slots=True)
@@ -81,7 +93,7 @@ def domain_of(raw: object, **place: Any) -> str:
     return DOMAIN_ALIASES[name]
 
 
-def model_to_graph(model: onnx.ModelProto, *, max_bytes: int,
+def model_to_graph(model: ModelProto, *, max_bytes: int,
                    external: ExternalReader | None) -> Graph:
     """The IR graph of ``model``, not yet verified or shape-inferred."""
     _check_header(model)
@@ -99,7 +111,7 @@ def model_to_graph(model: onnx.ModelProto, *, max_bytes: int,
         inputs = [v for v in inputs if v.name not in initializers]
     functions = read_functions(
         model, opset, lambda proto, name, refs: _node(proto, name, opset, set(), reader, refs),
-        lambda a: _attr(a, {}, reader)[1], default_registry())
+        lambda a: _attr(a, {}, reader)[1], text, default_registry())
     reader.functions = {(f.domain, f.name) for f in functions}
     nodes = _nodes(g.node, opset, reader.functions, reader)
     return Graph(
@@ -115,7 +127,7 @@ def model_to_graph(model: onnx.ModelProto, *, max_bytes: int,
     )
 
 
-def _check_header(model: onnx.ModelProto) -> None:
+def _check_header(model: ModelProto) -> None:
     if not model.HasField("graph"):
         raise ModelError("not an ONNX model: it holds no graph (corrupt, or another protobuf)")
     if model.ir_version <= 0:
@@ -131,7 +143,7 @@ def _check_header(model: onnx.ModelProto) -> None:
         log.warning("ignoring the model's training_info (inference only)")
 
 
-def _opsets(imports: Iterable[onnx.OperatorSetIdProto]) -> dict[str, int]:
+def _opsets(imports: Iterable[OperatorSetIdProto]) -> dict[str, int]:
     opset: dict[str, int] = {}
     for entry in imports:
         name = text(entry.domain, "opset domain")
@@ -151,7 +163,7 @@ def _opsets(imports: Iterable[onnx.OperatorSetIdProto]) -> dict[str, int]:
     return opset
 
 
-def _dim_params(g: onnx.GraphProto) -> set[str]:
+def _dim_params(g: GraphProto) -> set[str]:
     found: set[str] = set()
     for vi in (*g.input, *g.output, *g.value_info):
         if vi.type.HasField("tensor_type"):
@@ -161,7 +173,7 @@ def _dim_params(g: onnx.GraphProto) -> set[str]:
     return found
 
 
-def _initializers(protos: Sequence[onnx.TensorProto], reader: _Reader) -> dict[str, np.ndarray]:
+def _initializers(protos: Sequence[TensorProto], reader: _Reader) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     for t in protos:
         name = text(t.name, "initializer name")
@@ -174,7 +186,7 @@ def _initializers(protos: Sequence[onnx.TensorProto], reader: _Reader) -> dict[s
     return out
 
 
-def _value(vi: onnx.ValueInfoProto, reader: _Reader) -> Value:
+def _value(vi: ValueInfoProto, reader: _Reader) -> Value:
     name = text(vi.name, "tensor name")
     if not name:
         raise ModelError("a graph input, output or value_info entry has no name")
@@ -198,7 +210,7 @@ def _value(vi: onnx.ValueInfoProto, reader: _Reader) -> Value:
     return Value.of(name, dtype, shape)
 
 
-def _dim(d: onnx.TensorShapeProto.Dimension, tensor: str, axis: int, reader: _Reader) -> Dim:
+def _dim(d: Dimension, tensor: str, axis: int, reader: _Reader) -> Dim:
     if d.HasField("dim_value"):
         if d.dim_value < 0:
             raise ModelError(f"negative dim {d.dim_value} at axis {axis}", tensor=tensor)
@@ -214,19 +226,19 @@ def _dim(d: onnx.TensorShapeProto.Dimension, tensor: str, axis: int, reader: _Re
     return fresh
 
 
-def _nodes(protos: Sequence[onnx.NodeProto], opset: dict[str, int],
+def _nodes(protos: Sequence[NodeProto], opset: dict[str, int],
            functions: set[tuple[str, str]], reader: _Reader) -> list[Node]:
     explicit = [text(n.name, "node name") for n in protos]
     taken = {name for name in explicit if name}
     first: dict[str, int] = {}
     nodes = []
-    for index, (proto, name) in enumerate(zip(protos, explicit, strict=True)):
+    for index, (node, name) in enumerate(zip(protos, explicit, strict=True)):
         if name and first.setdefault(name, index) != index:
             raise ModelError(f"two nodes have this name (node #{first[name]} and #{index})",
                              node=name)
         if not name:
-            name = _generated_name(text(proto.op_type, "op type"), index, taken)
-        nodes.append(_node(proto, name, opset, functions, reader))
+            name = _generated_name(text(node.op_type, "op type"), index, taken)
+        nodes.append(_node(node, name, opset, functions, reader))
     return nodes
 
 
@@ -240,7 +252,7 @@ def _generated_name(op: str, index: int, taken: set[str]) -> str:
     return name
 
 
-def _node(proto: onnx.NodeProto, name: str, opset: dict[str, int],
+def _node(proto: NodeProto, name: str, opset: dict[str, int],
           functions: set[tuple[str, str]], reader: _Reader, refs: bool = False) -> Node:
     """One node; ``functions`` are the model's own (domain, op) pairs; ``refs`` allows
     references to the attributes of the function the node is in."""
@@ -279,7 +291,7 @@ def _outputs(names: list[str], node: str, reader: _Reader) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _attr(a: onnx.AttributeProto, place: dict[str, str], reader: _Reader, refs: bool = False
+def _attr(a: AttributeProto, place: dict[str, str], reader: _Reader, refs: bool = False
           ) -> tuple[str, object]:
     name = text(a.name, "attribute name", **place)
     if a.ref_attr_name and refs:
@@ -292,23 +304,23 @@ def _attr(a: onnx.AttributeProto, place: dict[str, str], reader: _Reader, refs: 
         raise e.with_place(**place) from None
 
 
-def _attr_value(a: onnx.AttributeProto, name: str, reader: _Reader) -> object:
-    if a.type == _A.TENSOR:
+def _attr_value(a: AttributeProto, name: str, reader: _Reader) -> object:
+    if a.type == proto.TENSOR:
         tensor = text(a.t.name, "tensor name") or name
         return tensor_to_array(a.t, name=tensor, max_bytes=reader.max_bytes,
                                external=reader.external)
     convert = _ATTR_READERS.get(a.type)
     if convert is not None:
         return convert(a)
-    if a.type == _A.GRAPH:
+    if a.type == proto.GRAPH:
         return _subgraph(a.g, reader)
-    if a.type == _A.GRAPHS:
+    if a.type == proto.GRAPHS:
         raise ModelError(f"attribute '{name}' holds a list of subgraphs (not supported)")
-    kind = _A.AttributeType.Name(a.type) if a.type in _A.AttributeType.values() else a.type
+    kind = proto.ATTRIBUTE_TYPES.get(a.type, a.type)
     raise ModelError(f"attribute '{name}' has unsupported type {kind}")
 
 
-def _subgraph(g: onnx.GraphProto, reader: _Reader) -> Graph:
+def _subgraph(g: GraphProto, reader: _Reader) -> Graph:
     """A subgraph (the body of If, Loop, Scan) as a ``Graph`` with the model's opsets."""
     if reader.depth >= MAX_NESTING:
         raise ModelError(f"subgraphs nest more than {MAX_NESTING} deep")
@@ -333,17 +345,17 @@ def _strings(values: Iterable[bytes]) -> tuple[str, ...]:
         raise ModelError("a string attribute is not valid UTF-8") from None
 
 
-_ATTR_READERS: dict[int, Callable[[onnx.AttributeProto], object]] = {
-    _A.FLOAT: lambda a: float(a.f),
-    _A.INT: lambda a: int(a.i),
-    _A.STRING: lambda a: _strings([a.s])[0],
-    _A.FLOATS: lambda a: tuple(float(v) for v in a.floats),
-    _A.INTS: lambda a: tuple(int(v) for v in a.ints),
-    _A.STRINGS: lambda a: _strings(a.strings),
+_ATTR_READERS: dict[int, Callable[[AttributeProto], object]] = {
+    proto.FLOAT: lambda a: float(a.f),
+    proto.INT: lambda a: int(a.i),
+    proto.STRING: lambda a: _strings([a.s])[0],
+    proto.FLOATS: lambda a: tuple(float(v) for v in a.floats),
+    proto.INTS: lambda a: tuple(int(v) for v in a.ints),
+    proto.STRINGS: lambda a: _strings(a.strings),
 }
 
 
-def _metadata(model: onnx.ModelProto) -> dict[str, str]:
+def _metadata(model: ModelProto) -> dict[str, str]:
     meta = {f"onnx.{k}": text(getattr(model, k), k) for k in
             ("producer_name", "producer_version", "domain") if getattr(model, k)}
     for entry in model.metadata_props:

@@ -40,7 +40,8 @@ from ..ir.attrs import AttrValue
 from ..ir.graph import UNTYPED, Graph, Node, Value, captures
 from ..ir.infer import schema_for
 from ..ir.registry import MAX_OPSET, AttrKind, Registry, default_registry
-from .functions import KIND_TYPES, function_protos
+from .functions import function_protos
+from .read_functions import KIND_TYPES
 from .tensors import array_to_tensor
 
 EXTERNAL_THRESHOLD = 1800 << 20  # weights above this go to external data (protobuf: < 2 GiB)

@@ -79,8 +79,8 @@ def test_a_composite_op_fuses_runs_and_travels(opset: int, tmp_path: Path,
 def test_ops_list_and_show_name_kinds_and_bodies(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ops", "list", "--domain", "ge", "--rules", str(RMS)]) == 0
     rows = {line.split()[0]: line.split()[1] for line in capsys.readouterr().out.splitlines()[1:]}
-    assert rows["ge.RMSNorm"] == "composite" and rows["ge.AddLayerNorm"] == "composite"
-    assert rows["ge.FusedConv"] == "fused" and "ge.Elementwise" not in rows
+    assert rows["ge.RMSNorm"] == "composite" and rows["ge.SiLU"] == "composite"
+    assert rows["ge.AddLayerNorm"] == "fused" and "ge.Elementwise" not in rows
     assert main(["ops", "show", "ge.RMSNorm", "--rules", str(RMS)]) == 0
     text = capsys.readouterr().out
     assert "attribute epsilon: float, default 1e-06" in text

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gerules.cost.model import NpuCostModel
-from gerules.dsl import load_compiled
+from gerules.dsl import RuleLibrary, build_library, load_compiled, parse_text
 from gerules.ir.composite import AttrRef, CompositeOp, body_problem
 from gerules.ir.graph import Graph, Node, TensorType, Value
 from gerules.ir.ops.api import evaluate
@@ -37,9 +37,23 @@ def rand(*shape: int, dtype: Any = np.float32) -> np.ndarray:
     return RNG.standard_normal(shape).astype(dtype)
 
 
-def test_add_layernorm_equals_add_then_layernorm(registry: Registry) -> None:
+ADD_NORM = """
+op t.AddNorm(x, r, scale, b?) {axis: int = -1, epsilon: float = 1e-5} =
+    (LayerNormalization(Add(x, r) as s, scale, b) {axis = axis, epsilon = epsilon}, s)
+"""
+
+
+@pytest.fixture(scope="module")
+def add_norm() -> OpSchema:
+    """A composite op with two outputs and an optional input, defined in rule text."""
+    lib = build_library(RuleLibrary((parse_text(ADD_NORM, "t.ger"),)), soundness=False)
+    assert lib.errors == []
+    return lib.program.registry.get("AddNorm", "t")
+
+
+def test_a_two_output_composite_is_its_body(add_norm: OpSchema) -> None:
     x, r, scale, bias = rand(2, 5, 16), rand(2, 5, 16), rand(16), rand(16)
-    s = schema(registry, "AddLayerNorm")
+    s = add_norm
     assert s.kind == "composite" and s.max_outputs == 2
     y, total = s.kernel([x, r, scale, bias], s.call({"epsilon": 1e-6}, 2))
     want = ev("LayerNormalization", ev("Add", x, r), scale, bias, epsilon=1e-6)
@@ -47,6 +61,28 @@ def test_add_layernorm_equals_add_then_layernorm(registry: Registry) -> None:
     np.testing.assert_array_equal(total, ev("Add", x, r))
     (y,) = s.kernel([x, r, scale], s.call({}, 1))[:1]  # no bias: an absent input in the body
     np.testing.assert_allclose(y, ev("LayerNormalization", ev("Add", x, r), scale), rtol=1e-6)
+
+
+@pytest.mark.parametrize("opset", [17, 18])
+def test_a_two_output_composite_runs_in_onnxruntime(add_norm: OpSchema, opset: int) -> None:
+    """Written as a model-local ONNX function, read back, and run by onnxruntime."""
+    pytest.importorskip("onnxruntime", reason="onnxruntime (the 'dev' extra) runs the export")
+    from gerules.onnx_io import load_model, to_model_proto
+    from gerules.testing import oracle
+
+    feeds = {"x": rand(2, 3, 8), "r": rand(2, 3, 8), "g": rand(8)}
+    node = Node("AddNorm", ("x", "r", "g"), ("y", "s"), {"epsilon": 0.1}, domain="t")
+    graph = Graph((node,), tuple(Value.of(k, "float32", (2, 3, 8 if k != "g" else 8)[
+        -v.ndim:]) for k, v in feeds.items()), (Value.of("y", "float32", None),
+                                                Value.of("s", "float32", None)),
+                  opset={"": opset, "t": 1}, functions=(add_norm.body,))
+    model = to_model_proto(graph, default_registry())
+    theirs = oracle.run_onnxruntime(model, feeds)
+    ours = run_graph(graph, feeds)
+    np.testing.assert_allclose(theirs[0], ours["y"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(theirs[1], ours["s"])
+    back = load_model(model.SerializeToString())
+    assert back.function("t", "AddNorm") is not None
 
 
 @pytest.mark.parametrize(("op", "chain"), [

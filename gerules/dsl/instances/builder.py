@@ -236,12 +236,19 @@ class InstanceBuilder:
         arg = call.args[slot]
         name = arg.name if isinstance(arg, program.Var) else (
             arg.attr if isinstance(arg, program.PortVar) else None)
-        found = int_operand(op, port, draw, data, attrs) or scalar_operand(op, port, draw)
+        rank = self.hints.ranks.get(call.binder) if call.binder else None
+        found = (int_operand(op, port, draw, data, attrs, rank)
+                 or scalar_operand(op, port, draw))
         if found is not None:
             return pin(name, found, state.fixed)
+        twin = next((state.operands[state.tensors[n]] for n in sorted(
+            self.hints.alike.get(name or "", ())) if n in state.tensors), None)
+        pinned = self.hints.ranks.get(name or "")
         like = [o for o in state.operands.values() if o.value is not None and not o.const
-                and o.value.dtype.kind == "f"]
-        if slot == 0 and op not in SHAPED and like and draw.coin(0.5):  # shape(a) == shape(b)
+                and o.value.dtype.kind == "f" and pinned in (None, o.value.ndim)]
+        if twin is not None and twin.value is not None and twin.value.dtype.kind == "f":
+            proposal = tensor(draw, twin.shape)  # shape(a) == shape(b)
+        elif slot == 0 and op not in SHAPED and like and draw.coin(0.5):  # alike, by chance
             proposal = tensor(draw, draw.pick(like).shape)
         else:
             proposal = self._ranked(name, lambda: float_operand(op, schema, draw, operands,
@@ -267,6 +274,8 @@ class InstanceBuilder:
         if name is None or o.value is None:
             return o
         value = o.value
+        if name in self.hints.bools:
+            value = np.asarray(value > 0)
         if name in self.hints.scalars:
             value = value.reshape(-1)[:1].reshape(()) if value.size else value
         if name in self.hints.values:

@@ -48,7 +48,7 @@ from .proposals import Draw
 ROUNDS = 4  # rebuilds per attempt, each pinning what the failing guards ask for
 NO_TYPING = "no typing of the left side found"
 SOLVED = ("v == E", "all(v == E)", "approx(v, E)", "item(v) == E", "shape(v) == E",
-          "rank(v) == k", "p[q] == E", "f(a) == f(v)")
+          "rank(v) == k (k <= 8)", "p[q] == E", "f(a) == f(v)")
 
 
 @dataclass(frozen=True)
