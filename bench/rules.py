@@ -76,6 +76,10 @@ def one_run(path: Path) -> dict[str, float]:
             "rules": len(lib.rules), "files": len(lib.files), "ops_per_rule": ops_per_rule(lib)}
 
 
+def _copies(n: int) -> str:
+    return f"{n} cop{'y' if n == 1 else 'ies'}"
+
+
 def written_once(path: Path) -> list[tuple[str, int, int]]:
     """Per file: the rules written, and the rules they stand for (one per op of an op class
     and per opset form: each would be a copy without op classes and opset variants)."""
@@ -162,10 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     for file, written, stands in once:
         if stands > written:
             print(f"  {file}: {written} rules written stand for {stands} "
-                  f"({stands - written} copies not written)")
+                  f"({_copies(stands - written)} not written)")
     saved = sum(v - w for _, w, v in once)
     print(f"  library: {sum(w for _, w, _ in once)} rules written stand for "
-          f"{sum(v for _, _, v in once)} ({saved} copies not written)")
+          f"{sum(v for _, _, v in once)} ({_copies(saved)} not written)")
     if args.json:
         figures = {"path": str(path), "rules": n, "ops_per_rule": ops, "startup_s": cold,
                    **{f"{s}_s": best[s] for s in stages},

@@ -144,8 +144,11 @@ def _schedules(lib: RuleLibrary) -> tuple[dict[str, tuple[ast.Step, ...]], list[
             steps.setdefault(sched.name, sched.steps)
     for sched in scheds:
         if sched.extend and sched.name not in steps:
+            hint = suggest(sched.name, steps) or ("" if steps else (
+                " (the shipped schedules are there when the file is added to the shipped "
+                "library: --rules FILE)"))
             errors.append(RuleError(f"schedule {sched.name} +=: there is no schedule "
-                                    f"'{sched.name}'{suggest(sched.name, steps)}", sched.span))
+                                    f"'{sched.name}'{hint}", sched.span))
         elif sched.extend:
             steps[sched.name] += sched.steps
     known = {d.name for d in lib.items(ast.RulesetDecl)}
