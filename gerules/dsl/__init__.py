@@ -25,6 +25,7 @@ from .library import (
     check_library,
     compile_library,
     load_compiled,
+    load_library,
     load_rules,
 )
 from .loader import RuleLibrary, parse_library, parse_shipped
@@ -34,6 +35,7 @@ from .program import Program, ResolvedRule
 __all__ = [
     "Built", "CompiledRule", "CompiledRules", "Contract", "Program", "ResolvedRule", "Rule",
     "RuleError", "RuleErrors", "RuleFile", "RuleLibrary", "Span", "build_library",
-    "check_library", "compile_library", "contract_of", "load_compiled", "load_rules",
+    "check_library", "compile_library", "contract_of", "load_compiled", "load_library",
+    "load_rules",
     "parse_library", "parse_shipped", "parse_text", "raise_errors",
 ]

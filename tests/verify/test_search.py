@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gerules.dsl import load_compiled
+from gerules.dsl import load_compiled, load_library
 from gerules.dsl.compile import CompiledRules
 from gerules.dsl.instances import Draw, Search
 from gerules.verify import COUNTEREXAMPLE, NO_INSTANCE, RuleResult, Settings, verify_rule
@@ -73,3 +73,22 @@ def test_an_example_pins_the_type(rules: CompiledRules) -> None:
     x, c = found.instance.tensors["x"], found.instance.tensors["c"]
     assert x.type is not None and (x.type.dtype, x.type.shape) == ("float16", (4, 32))
     assert c.const and c.value is not None and float(c.value) == 0.5
+
+
+def test_bounds_and_arguments_of_one_function_are_solved() -> None:
+    """``item(e) >= shape(a)[c] + shape(b)[c]`` pins e on the bound, and
+    ``norm_axis(item(ax), r) == norm_axis(c, r)`` pins ax to c (examples/rules/slices.ger)."""
+    path = Path(__file__).resolve().parents[2] / "examples" / "rules" / "slices.ger"
+    rules = load_library([path]).compiled
+    assert rules is not None
+    direction = rules.rule("slice_second_part_of_concat").directions[0]
+    search = Search(direction, rules.registry)
+    founds = [search.find(lambda a=a: Draw(np.random.default_rng([5, a])), a) for a in range(8)]
+    solved = [f for f in founds if f.instance is not None and f.blocker == ""]
+    pinned = set().union(*(set(f.pins or {}) for f in solved))
+    assert {"e", "ax"} <= pinned, (pinned, [f.blocker for f in founds])
+    for found in solved:
+        t = found.instance.tensors  # type: ignore[union-attr]
+        c = found.instance.attrs["c"]  # type: ignore[union-attr]
+        a, b = t["a"].value, t["b"].value
+        assert int(t["e"].value.reshape(-1)[0]) >= a.shape[c] + b.shape[c]

@@ -13,7 +13,10 @@ and rebuilds from the same draw, for up to ``ROUNDS`` rounds:
   ``v`` is filled with ``E`` in its own shape;
 - ``shape(v) == E``: ``v`` gets that shape; ``rank(v) == k``: a shape of rank ``k``;
 - ``p[q] == E``: ``p`` with ``p[q] = E`` (``p[q] == iota(n)``: ``p`` is ``q``'s inverse);
-- ``f(.., a, ..) == f(.., b, ..)`` differing in two variables only: ``b == a``.
+- ``f(.., a, ..) == f(.., b, ..)`` differing in one argument only: ``a == b`` (either
+  side solved, ``norm_axis(item(ax), r) == norm_axis(c, r)`` pins ``ax``);
+- ``v >= E``, ``v <= E``, ``v > E``, ``v < E`` (and ``item(v) >= E``...): ``v`` on the bound
+  (one past it for a strict one).
 
 ``v`` is a variable of the left side (not a binder: a node's output is what its inputs make
 it) or an attribute variable. Author examples (``@example(x: f32[2, 4])``) pin variables
@@ -46,9 +49,11 @@ from .builder import Instance, InstanceBuilder
 from .proposals import Draw
 
 ROUNDS = 4  # rebuilds per attempt, each pinning what the failing guards ask for
+BOUNDS = {">=": 0, "<=": 0, ">": 1, "<": -1}  # how far past the bound a pin goes
+FLIP = {">=": "<=", "<=": ">=", ">": "<", "<": ">"}
 NO_TYPING = "no typing of the left side found"
 SOLVED = ("v == E", "all(v == E)", "approx(v, E)", "item(v) == E", "shape(v) == E",
-          "rank(v) == k (k <= 8)", "p[q] == E", "f(a) == f(v)")
+          "rank(v) == k (k <= 8)", "p[q] == E", "f(a) == f(v)", "v >= E (<=, >, <)")
 
 
 @dataclass(frozen=True)
@@ -158,15 +163,35 @@ class Search:
         if isinstance(e, ast.Binary) and e.op == "==":
             found = list(self._equal(e.left, e.right, env))
             yield from found or self._equal(e.right, e.left, env)
+        elif isinstance(e, ast.Binary) and e.op in BOUNDS:
+            yield from self._bound(e, env)
+
+    def _bound(self, e: ast.Binary, env: InstanceEnv) -> Iterator[tuple[str, Any]]:
+        """``v >= E`` (``<=``, ``>``, ``<``, either way round): ``v`` on the bound (one past
+        it for a strict one), which the guard accepts."""
+        for target, other, op in ((e.left, e.right, e.op), (e.right, e.left, FLIP[e.op])):
+            bound = _value(other, env)
+            if isinstance(bound, (int, float, np.integer, np.floating)) and not isinstance(
+                    bound, bool) and _leaf(target):
+                step = BOUNDS[op]
+                value: int | float = int(bound) + step if isinstance(
+                    bound, (int, np.integer)) else float(bound) + 0.5 * step
+                found = list(self._equal(target, ast.Num(value, e.span), env))
+                if found:
+                    yield from found
+                    return
 
     def _equal(self, target: ast.Expr, expr: ast.Expr, env: InstanceEnv, fill: bool = False
                ) -> Iterator[tuple[str, Any]]:
         """Pins making ``target == expr``, where ``target`` has a solvable form."""
         if isinstance(target, ast.Call) and isinstance(expr, ast.Call) and (
                 target.func == expr.func and len(target.args) == len(expr.args)):
-            differ = [(a, b) for a, b in zip(target.args, expr.args, strict=True) if a != b]
-            if len(differ) == 1 and all(isinstance(x, ast.Name) for x in differ[0]):
-                yield from self._equal(differ[0][1], differ[0][0], env)
+            differ = [(a, b) for a, b in zip(target.args, expr.args, strict=True)
+                      if show(a) != show(b)]
+            if len(differ) == 1:
+                a, b = differ[0]
+                found = list(self._equal(a, b, env))
+                yield from found or self._equal(b, a, env)
                 return
         value = _value(expr, env)
         if value is None:
