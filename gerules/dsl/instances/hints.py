@@ -63,7 +63,7 @@ class Hints:
                 self._value(e.args[0].name, e.args[1])
         elif isinstance(e, ast.Binary) and e.op in ("==", "in") and _is_dtype_of(e.left):
             self.dtypes.update(_dtype_names(e.right))
-            arg = e.left.args[0]  # type: ignore[attr-defined]
+            arg = e.left.args[0] if isinstance(e.left, ast.Call) else None
             if isinstance(e.right, ast.Name) and e.right.name == "bool" and isinstance(
                     arg, ast.Name):
                 self.bools.add(arg.name)

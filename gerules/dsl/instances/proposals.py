@@ -158,8 +158,8 @@ def reshape_target(draw: Draw, shape: tuple[int, ...], rank: int | None = None) 
     sometimes (always when ``rank`` asks for one more or one less dim) the last dim split in
     two or the last two merged (attention heads), the split at the smallest factor, so equal
     shapes split alike across a pattern."""
-    split = shape and (f := _smallest_factor(shape[-1]))
-    if split and (rank == len(shape) + 1 or rank is None and draw.coin(0.2)):
+    f = _smallest_factor(shape[-1]) if shape else None
+    if f is not None and (rank == len(shape) + 1 or rank is None and draw.coin(0.2)):
         return ints([*shape[:-1], f, shape[-1] // f])
     if len(shape) >= 2 and (rank == len(shape) - 1 or rank is None and draw.coin(0.2)):
         return ints([*shape[:-2], shape[-2] * shape[-1]])
