@@ -82,6 +82,8 @@ class CompileOptions:
     precision_mode: str = DEFAULT_MODE
     modify_mixlist: MixChanges | None = None  # atc's mixed-precision list changes, parsed
     keep_dtype: KeepDtype = field(default_factory=KeepDtype)
+    measure_error: bool = True  # run both graphs on random inputs when precision changes
+    rules: tuple[str, ...] = ()  # the user's rule files and folders, added to the shipped
     check_precision: str = DEFAULT_CHECK  # off | quick | full (precision.measure)
     aicore_num: int | None = None  # atc's --aicore_num: the SoC profile scaled to that many
     op_select_implmode: str = implmode.DEFAULT_MODE  # exact or fast forms (opt.implmode)
@@ -99,7 +101,8 @@ class CompileOptions:
     def optimize_options(self) -> OptimizeOptions:
         return OptimizeOptions(opt_level=self.opt_level, soc_version=self.soc_version,
                                target=self.target, disabled=self.disabled,
-                               enabled=self.enabled, aicore_num=self.aicore_num)
+                               enabled=self.enabled, aicore_num=self.aicore_num,
+                               rules=tuple(map(str, self.rules)))
 
     def gear_mode(self) -> str:
         """Which of atc's dynamic shape flags is given ("" for none; two is a UsageError)."""
@@ -162,6 +165,7 @@ class CompileOptions:
                 "fusion_switch_on": sorted(self.enabled), "streams": self.streams,
                 "memory_aware": self.memory_aware, "input_format": self.input_format or None,
                 "out_nodes": [f"{n}:{k}" for n, k in self.out_nodes],
+                "rules": [str(r) for r in self.rules],
                 "check_precision": self.check_precision, "aicore_num": self.aicore_num,
                 "op_select_implmode": self.op_select_implmode,
                 "optypelist_for_implmode": list(self.optypelist_for_implmode),

@@ -107,7 +107,7 @@ def compile_options(args: argparse.Namespace) -> CompileOptions:
         dynamic_batch_size=batch_sizes(args.dynamic_batch_size),
         **dynamic_shapes(args),
         disabled=switches.off, enabled=switches.on, streams=streams,
-        **options.conversion_options(args))
+        rules=options.rules_of(args), **options.conversion_options(args))
     opts.check()
     return opts
 

@@ -22,9 +22,10 @@ import numpy as np
 
 from ..errors import GeError, OmError
 from ..ir.attrs import Attrs
+from ..ir.composite import AttrRef, CompositeOp, body_problem
 from ..ir.dtypes import ONNX_CODES, itemsize, to_numpy
 from ..ir.graph import UNTYPED, Graph, Node, TensorType, Value
-from ..ir.registry import Registry
+from ..ir.registry import AttrSpec, Port, Registry, default_registry
 from ..ir.verify import verify
 from ..memory.plan import MemoryFigures, MemoryPlan
 from ..memory.verify import verify_plan
@@ -38,6 +39,8 @@ MAX_ARENA_BYTES = 1 << 42
 MAX_OPSET = 10_000
 MAX_NESTING = 16  # subgraphs inside subgraphs (as the ONNX reader allows)
 _FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+ATTR_KINDS = ("int", "float", "string", "ints", "floats", "strings")
+_REGISTRY = default_registry
 
 
 class Doc:
@@ -178,7 +181,11 @@ def _graph(d: Doc, g: Any, blobs: list[np.ndarray], depth: int = 0) -> Graph:
         item = d.obj(item, ctx)
         name = d.name(d.get(item, "name", ctx), f"{ctx}.name")
         inits[name] = _weight(d, item.get("weight"), f"{ctx} '{name}'", blobs)
+    functions: list[CompositeOp] = []
+    for i, f in enumerate(d.seq(g.get("functions", []), "graph.functions")):
+        functions.append(_function(d, f, f"graph.functions[{i}]", blobs, functions))
     return Graph(
+        functions=tuple(functions),
         nodes=tuple(d.items(d.get(g, "nodes", "graph"), "graph.nodes",
                             lambda n, c: _node(d, n, c, blobs, depth))),
         inputs=tuple(d.items(d.get(g, "inputs", "graph"), "graph.inputs",
@@ -193,11 +200,50 @@ def _weight(d: Doc, idx: Any, ctx: str, blobs: list[np.ndarray]) -> np.ndarray:
     return blobs[d.integer(idx, f"{ctx}.weight", 0, len(blobs) - 1)]
 
 
-def _node(d: Doc, n: Any, ctx: str, blobs: list[np.ndarray], depth: int = 0) -> Node:
+def _function(d: Doc, f: Any, ctx: str, blobs: list[np.ndarray],
+              earlier: list[CompositeOp]) -> CompositeOp:
+    """A composite op; its body may use only functions listed before it."""
+    f = d.obj(f, ctx)
+    domain = d.name(d.get(f, "domain", ctx), f"{ctx}.domain")
+    name = d.name(d.get(f, "name", ctx), f"{ctx}.name")
+    ctx = f"function '{domain}.{name}'"
+    inputs = []
+    for k, p in enumerate(d.seq(d.get(f, "inputs", ctx), f"{ctx}.inputs")):
+        p = d.obj(p, f"{ctx}.inputs[{k}]")
+        inputs.append(Port(d.name(d.get(p, "name", ctx), f"{ctx}.inputs[{k}].name"),
+                           p.get("optional") is True))
+    attrs = []
+    for k, a in enumerate(d.seq(d.get(f, "attrs", ctx), f"{ctx}.attrs")):
+        a = d.obj(a, f"{ctx}.attrs[{k}]")
+        kind = d.text(d.get(a, "kind", ctx), f"{ctx}.attrs[{k}].kind")
+        if kind not in ATTR_KINDS:
+            raise d.fail(f"{ctx}.attrs[{k}]", f"unknown attribute kind '{kind[:40]}'")
+        default = a.get("default")
+        value = None if default is None else _attr(d, default, f"{ctx}.attrs[{k}]", blobs)
+        attrs.append(AttrSpec(d.name(d.get(a, "name", ctx), f"{ctx}.attrs[{k}].name"),
+                              kind, value, required=value is None))  # type: ignore[arg-type]
+    nodes = d.items(d.get(f, "nodes", ctx), f"{ctx}.nodes",
+                    lambda n, c: _node(d, n, c, blobs, refs=True))
+    uses = {(u.domain, u.name): u for u in earlier}
+    op = CompositeOp(domain, name, tuple(inputs),
+                     tuple(d.name(o, f"{ctx}.outputs")
+                           for o in d.seq(d.get(f, "outputs", ctx), f"{ctx}.outputs")),
+                     tuple(attrs), tuple(nodes),
+                     d.integer(d.get(f, "opset", ctx), f"{ctx}.opset", 1, MAX_OPSET),
+                     tuple(uses[n.domain, n.op] for n in nodes if (n.domain, n.op) in uses),
+                     d.text(f.get("doc", ""), f"{ctx}.doc"))
+    problem = body_problem(op, _REGISTRY())
+    if problem:
+        raise d.fail(ctx, problem)
+    return op
+
+
+def _node(d: Doc, n: Any, ctx: str, blobs: list[np.ndarray], depth: int = 0,
+          refs: bool = False) -> Node:
     n = d.obj(n, ctx)
     name = d.name(n.get("name", ""), f"{ctx}.name", empty=True)
     ctx = f"node '{name}'" if name else ctx
-    attrs = {d.name(k, f"{ctx}.attrs"): _attr(d, v, f"{ctx}.attrs.{k}", blobs, depth)
+    attrs = {d.name(k, f"{ctx}.attrs"): _attr(d, v, f"{ctx}.attrs.{k}", blobs, depth, refs)
              for k, v in d.obj(n.get("attrs", {}), f"{ctx}.attrs").items()}
     return Node(
         op=d.name(d.get(n, "op", ctx), f"{ctx}.op"),
@@ -209,13 +255,16 @@ def _node(d: Doc, n: Any, ctx: str, blobs: list[np.ndarray], depth: int = 0) -> 
         domain=d.name(n.get("domain", ""), f"{ctx}.domain", empty=True))
 
 
-def _attr(d: Doc, a: Any, ctx: str, blobs: list[np.ndarray], depth: int = 0) -> Any:
+def _attr(d: Doc, a: Any, ctx: str, blobs: list[np.ndarray], depth: int = 0,
+          refs: bool = False) -> Any:
     a = d.obj(a, ctx)
     kind = d.text(d.get(a, "type", ctx), f"{ctx}.type")
     if kind == "tensor":
         return _weight(d, a.get("weight"), ctx, blobs)
     if kind == "graph":
         return _graph(d, d.get(a, "value", ctx), blobs, depth + 1)
+    if kind == "ref" and refs:  # inside a function body: one of its own attributes
+        return AttrRef(d.name(d.get(a, "value", ctx), ctx))
     value = d.get(a, "value", ctx)
     one = {"int": lambda x, c: d.integer(x, c, -(1 << 63), (1 << 63) - 1),
            "float": lambda x, c: _float(d, x, c), "string": d.text}

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..ir.attrs import AttrValue
+from ..ir.composite import AttrRef, CompositeOp
 from ..ir.dtypes import ONNX_CODES
 from ..ir.graph import UNTYPED, Graph, Node, TensorType, Value, unique_arrays
 from .contents import OmContents, Variant
@@ -56,7 +57,8 @@ def collect_blobs(graph: Graph) -> Blobs:
 def _all_tensors(graph: Graph) -> list[np.ndarray]:
     """Initializers and attribute tensors, of subgraphs too."""
     found = list(graph.initializers.values())
-    for node in graph.nodes:
+    bodies = [n for f in graph.functions for n in f.nodes]
+    for node in (*graph.nodes, *bodies):
         for v in node.attrs.values():
             if isinstance(v, np.ndarray):
                 found.append(v)
@@ -96,6 +98,25 @@ def encode_graph(graph: Graph, blobs: Blobs) -> dict[str, Any]:
                           "weight": blobs.index[id(arr)]}
                          for name, arr in graph.initializers.items()],
         "nodes": [encode_node(n, blobs) for n in graph.nodes],
+        "functions": [encode_function(f, blobs) for f in graph.functions],
+    }
+
+
+def encode_function(f: CompositeOp, blobs: Blobs) -> dict[str, Any]:
+    """A composite op with its body (its uses come earlier in the list)."""
+    where = f"function '{f.qualified}'"
+    return {
+        "domain": check_name(f.domain, f"{where} domain"),
+        "name": check_name(f.name, f"{where} name"),
+        "opset": f.opset,
+        "inputs": [{"name": check_name(p.name, f"{where} input"), "optional": p.optional}
+                   for p in f.inputs],
+        "outputs": [check_name(o, f"{where} output") for o in f.outputs],
+        "attrs": [{"name": check_name(a.name, f"{where} attribute"), "kind": a.kind,
+                   "default": None if a.default is None else
+                   encode_attr(a.default, blobs, f"{where}.{a.name}")} for a in f.attrs],
+        "nodes": [encode_node(n, blobs) for n in f.nodes],
+        "doc": f.doc,
     }
 
 
@@ -122,7 +143,9 @@ def encode_node(node: Node, blobs: Blobs) -> dict[str, Any]:
     }
 
 
-def encode_attr(value: AttrValue, blobs: Blobs, where: str) -> dict[str, Any]:
+def encode_attr(value: AttrValue | AttrRef, blobs: Blobs, where: str) -> dict[str, Any]:
+    if isinstance(value, AttrRef):  # a function body's reference to its own attribute
+        return {"type": "ref", "value": check_name(value.name, where)}
     if isinstance(value, np.ndarray):
         return {"type": "tensor", "weight": blobs.index[id(value)]}
     if isinstance(value, Graph):

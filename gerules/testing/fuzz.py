@@ -110,8 +110,7 @@ def om_target(data: bytes) -> None:
 
 def rules_target(text: str) -> None:
     """Parse, check (with the soundness check) and compile one rule file's text."""
-    from ..dsl import RuleLibrary, check_library, parse_text
-    from ..dsl.compile import compile_library
+    from ..dsl import RuleLibrary, check_library, compile_library, parse_text
     from ..dsl.errors import raise_errors
 
     lib = RuleLibrary((parse_text(text, "fuzz.ger"),))
