@@ -20,7 +20,6 @@ import argparse
 import contextlib
 import io
 import json
-import os
 import sys
 import tempfile
 import time
@@ -30,23 +29,11 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
 import models  # noqa: E402 - bench/models.py, beside this script
+from facts import machine  # noqa: E402 - bench/facts.py, beside this script
 
 from gerules.cli.main import main as ge_rewrite  # noqa: E402
 
 SHAPES = {"bert_base": "input_ids:-1,128;attention_mask:-1,128", "resnet50": "input:-1,3,224,224"}
-
-
-def machine() -> dict[str, object]:
-    facts: dict[str, object] = {"cpus": os.cpu_count(), "load_avg": os.getloadavg(),
-                                "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE")}
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:
-        facts["blas"] = "threadpoolctl not installed"
-    else:
-        facts["blas"] = [{k: i.get(k) for k in ("internal_api", "version", "architecture",
-                                                 "num_threads")} for i in threadpool_info()]
-    return facts
 
 
 def static_export(name: str) -> Path:

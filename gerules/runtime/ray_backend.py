@@ -14,16 +14,22 @@ Invariants:
   its calls in submission order).
 - Each actor asks for ``min(1, cluster CPUs / stages)`` CPUs, so K stages fit a cluster with
   fewer CPUs than stages (they then share cores).
+- An actor copies the arrays it receives out of the object store into memory of its own
+  before running: zero-copy views of objects were seen to make NumPy's products slower and
+  round differently (a non-BLAS path), which broke equality with the single-device run.
 - A failure inside a stage is raised here as the stage's own ``GeError`` when it is one.
-- Actors run their BLAS with the caller's thread count (``threadpoolctl``): OpenBLAS splits a
+- Actors run their BLAS with the thread count of the caller's NumPy BLAS: OpenBLAS splits a
   product's sums by thread count, so equal counts are what makes the results equal bit for
-  bit (on the same CPU kind; Ray alone would give each worker one thread).
+  bit (on the same CPU kind; Ray alone would give each worker one thread). The count goes
+  into the actor's environment (so every BLAS library the worker loads, at any time, starts
+  with it) and through ``threadpoolctl`` to the libraries loaded already.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -43,30 +49,41 @@ def available() -> bool:
     return importlib.util.find_spec("ray") is not None
 
 
-def blas_threads() -> dict[str, int]:
-    """This process's BLAS thread count per library API (``threadpoolctl``)."""
+def blas_threads() -> int:
+    """The thread count of the BLAS NumPy's products run on in this process (NumPy's own
+    library when threadpoolctl can tell it from others loaded beside it, e.g. SciPy's)."""
+    import numpy
     from threadpoolctl import threadpool_info
 
-    return {p["internal_api"]: int(p["num_threads"]) for p in threadpool_info()
-            if p.get("user_api") == "blas"}
+    blas = [p for p in threadpool_info() if p.get("user_api") == "blas"]
+    home = os.path.dirname(os.path.dirname(numpy.__file__))
+    mine = [p for p in blas if str(p.get("filepath", "")).startswith(
+        (os.path.join(home, "numpy.libs"), os.path.join(home, "numpy")))]
+    return max((int(p["num_threads"]) for p in mine or blas), default=1)
+
+
+def blas_env(threads: int) -> dict[str, str]:
+    """Environment that starts every BLAS library of a worker with ``threads`` threads."""
+    return {k: str(threads) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+                                      "MKL_NUM_THREADS")}
 
 
 class StageActor:
     """What runs inside a Ray actor: one ``StageRunner``, with the caller's BLAS threads."""
 
     def __init__(self, doc: dict[str, Any], weights: np.ndarray, name: str, streams: int,
-                 threads: Mapping[str, int]) -> None:
+                 threads: int) -> None:
         from threadpoolctl import threadpool_limits
 
-        if threads:  # the same split of the sums as in the caller
-            threadpool_limits(limits=max(threads.values()), user_api="blas")
+        threadpool_limits(limits=threads, user_api="blas")  # libraries loaded already
         self.runner = StageRunner.from_package(doc, weights, name, streams)
 
     def ready(self) -> bool:
         return True
 
     def run(self, sends: Sequence[Sequence[str]], *parts: Mapping[str, np.ndarray]) -> Any:
-        outs = self.runner.run(parts)
+        own = [{k: np.array(v, copy=True) for k, v in p.items()} for p in parts]
+        outs = self.runner.run(own)
         split = tuple({n: outs[n] for n in names} for names in sends)
         return split[0] if len(split) == 1 else split
 
@@ -92,7 +109,8 @@ class RayPipeline:
             self.actors = []
             for k, st in enumerate(contents.pipeline.stages):
                 doc, weights = stage_package(contents, k)
-                self.actors.append(actor.options(num_cpus=share, max_concurrency=1).remote(
+                self.actors.append(actor.options(
+                    num_cpus=share, runtime_env={"env_vars": blas_env(threads)}).remote(
                     doc, ray.put(weights), st.name, streams, threads))
             self._get([a.ready.remote() for a in self.actors])
         except BaseException:
