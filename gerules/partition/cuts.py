@@ -89,10 +89,11 @@ def peak_live(sizes: Sequence[int], producers: Sequence[int], lasts: Sequence[in
     return out
 
 
-def prefix_sums(values: Sequence[float]) -> np.ndarray:
+def prefix_sums(values: Sequence[float] | np.ndarray) -> np.ndarray:
     """``[a, b]``: the sum of ``values[a:b]``."""
     c = np.concatenate([[0.0], np.cumsum(np.asarray(values, dtype=np.float64))])
-    return c[None, :] - c[:, None]
+    out: np.ndarray = c[None, :] - c[:, None]
+    return out
 
 
 def best_cuts(cost: np.ndarray, k: int) -> tuple[list[int], float] | None:

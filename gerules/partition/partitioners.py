@@ -243,11 +243,7 @@ def _refuse_single_ops(fig: _Figures, limit: int) -> None:
 def _node_bytes(fig: _Figures, node: Any) -> int:
     g = fig.graph
     names = dict.fromkeys([*node.present_inputs(), *node.outputs])
-    total = _attr_bytes(node)
-    for name in names:
-        t = g.type_of(name)
-        total += (t.nbytes() or 0) if t is not None else 0
-    return total
+    return _attr_bytes(node) + sum(_nbytes(g, name) for name in names)
 
 
 def _is_layer(graph: Graph, k: int) -> bool:
@@ -296,7 +292,7 @@ def _finish(fig: _Figures, points: Sequence[int], method: str, registry: Registr
         outs = tuple(o for k in nodes for o in graph.nodes[k].outputs
                      if needed.get(o, -1) > s)
         moved = sum(live[n].size for n in reads[s] if n in live)
-        feeds = sum(graph.type_of(n).nbytes() or 0 for n in reads[s] if n not in live)
+        feeds = sum(_nbytes(graph, n) for n in reads[s] if n not in live)
         infos.append(StageInfo(
             s, nodes, tuple(reads[s]), outs, float(sum(fig.us[a:b])), moved,
             fig.link.us(moved), _weights(graph, nodes),
@@ -381,7 +377,12 @@ def check_limit(part: Partition, limit: int, arenas: Mapping[int, int] | None = 
 
 
 def _feeds(part: Partition, s: StageInfo) -> int:
-    return sum(part.graph.type_of(n).nbytes() or 0 for n in s.inputs)
+    return sum(_nbytes(part.graph, n) for n in s.inputs)
+
+
+def _nbytes(graph: Graph, name: str) -> int:
+    t = graph.type_of(name)
+    return (t.nbytes() or 0) if t is not None else 0
 
 
 __all__ = ["METHODS", "Link", "Partition", "StageInfo", "make_partition",

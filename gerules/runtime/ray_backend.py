@@ -102,11 +102,11 @@ class RayPipeline:
             _init(ray, address)
         self.routes = tuple(wiring)
         try:
-            cpus = float(ray.cluster_resources().get("CPU", 1.0))
+            cpus = float(ray.cluster_resources().get("CPU", 1.0))  # type: ignore[no-untyped-call]
             share = min(1.0, cpus / len(self.routes))
-            actor = ray.remote(StageActor)
+            actor: Any = ray.remote(StageActor)
             threads = blas_threads()
-            self.actors = []
+            self.actors: list[Any] = []
             for k, st in enumerate(contents.pipeline.stages):
                 doc, weights = stage_package(contents, k)
                 self.actors.append(actor.options(
@@ -127,8 +127,8 @@ class RayPipeline:
             for actor, route in zip(self.actors, self.routes, strict=True):
                 args = ([feeds_ref] if route.feeds else []) + [sent[r][i]
                                                                for r, i in route.sources]
-                refs = actor.run.options(num_returns=max(1, len(route.sends))).remote(
-                    route.sends, *args)
+                call = actor.run.options(num_returns=max(1, len(route.sends)))
+                refs = call.remote(route.sends, *args)
                 sent.append(refs if isinstance(refs, list) else [refs])
             pending.append([s[-1] for s, r in zip(sent, self.routes, strict=True)
                             if r.consumers and r.consumers[-1] == -1])
