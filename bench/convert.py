@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
 import models  # noqa: E402 - bench/models.py, beside this script
-from facts import machine  # noqa: E402 - bench/facts.py, beside this script
+from machine import describe, facts  # noqa: E402 - bench/machine.py: the machine facts
 
 from gerules.cli.main import main as ge_rewrite  # noqa: E402
 
@@ -89,7 +89,7 @@ def main() -> int:
     parser.add_argument("--model", nargs="+", default=["bert_base"], choices=sorted(SHAPES))
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args()
-    figures: dict[str, object] = {"machine_before": machine(), "models": {}}
+    figures: dict[str, object] = {"machine_before": facts(), "models": {}}
     with tempfile.TemporaryDirectory(prefix="gerules-convert-") as tmp:
         folder = Path(tmp)
         for name in args.model:
@@ -110,8 +110,8 @@ def main() -> int:
                     r = row[key]
                     print(f"  {key}: exit {r['exit']} in {r['seconds']} s: "  # type: ignore[index]
                           f"{r.get('error') or r.get('phases_s')}")  # type: ignore[union-attr]
-    figures["machine_after"] = machine()
-    print(f"machine: {figures['machine_before']}")
+    figures["machine_after"] = facts()
+    print(describe(figures["machine_before"]))  # type: ignore[arg-type]
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1, default=str))
     return 0

@@ -1,8 +1,10 @@
 """Reference architectures in plain torch (random, seeded weights) and their ONNX exports.
 
-ResNet-50, MobileNetV2, BERT-base (12 layers, hidden 768, seq 128, attention mask input),
-GPT-2 small (12 layers, causal mask, seq 128), ViT-B/16 and a small LSTM-free sequence model
-(a dilated temporal conv net over token embeddings). No torchvision, no downloads.
+ResNet-18/50/101, MobileNetV2, BERT-base (12 layers, hidden 768, seq 128, attention mask
+input; ``bert_L<n>`` the same with n layers, for growth series), GPT-2 small (12 layers, causal
+mask, seq 128), ViT-B/16, a Llama-style decoder (RMSNorm, rotary embeddings, SwiGLU MLP,
+causal mask; 4 layers, hidden 512) and a small LSTM-free sequence model (a dilated temporal
+conv net over token embeddings). No torchvision, no downloads.
 
 ``export(name, opset)`` writes ``bench/.cache/<name>-opset<N>.onnx`` (batch dim ``"batch"``
 symbolic, everything else static) with
@@ -57,17 +59,44 @@ class Bottleneck(nn.Module):
         return self.relu(self.bn3(self.conv3(y)) + self.down(x))
 
 
-class ResNet50(nn.Module):
-    def __init__(self, classes: int = 1000) -> None:
+class BasicBlock(nn.Module):
+    expansion = 1
+
+    def __init__(self, cin: int, width: int, stride: int) -> None:
         super().__init__()
+        self.conv1 = nn.Conv2d(cin, width, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.relu = nn.ReLU()
+        self.down: nn.Module = nn.Identity()
+        if stride != 1 or cin != width:
+            self.down = nn.Sequential(nn.Conv2d(cin, width, 1, stride, bias=False),
+                                      nn.BatchNorm2d(width))
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = self.relu(self.bn1(self.conv1(x)))
+        return self.relu(self.bn2(self.conv2(y)) + self.down(x))
+
+
+class ResNet(nn.Module):
+    """ResNet-18 (basic blocks 2-2-2-2), -50 (bottlenecks 3-4-6-3) or -101 (3-4-23-3)."""
+
+    DEPTHS = {18: (BasicBlock, (2, 2, 2, 2)), 50: (Bottleneck, (3, 4, 6, 3)),
+              101: (Bottleneck, (3, 4, 23, 3))}
+
+    def __init__(self, depth: int = 50, classes: int = 1000) -> None:
+        super().__init__()
+        block, counts = self.DEPTHS[depth]
         self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64),
                                   nn.ReLU(), nn.MaxPool2d(3, 2, 1))
         layers: list[nn.Module] = []
         cin = 64
-        for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+        for width, blocks, stride in zip((64, 128, 256, 512), counts, (1, 2, 2, 2),
+                                         strict=True):
             for k in range(blocks):
-                layers.append(Bottleneck(cin, width, stride if k == 0 else 1))
-                cin = width * Bottleneck.expansion
+                layers.append(block(cin, width, stride if k == 0 else 1))
+                cin = width * block.expansion
         self.layers = nn.Sequential(*layers)
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.fc = nn.Linear(cin, classes)
@@ -244,6 +273,76 @@ class TemporalConvNet(nn.Module):
         return torch.log_softmax(self.head(x.mean(dim=2)), dim=-1)
 
 
+class RmsNorm(nn.Module):
+    def __init__(self, hidden: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(1 + 0.1 * torch.randn(hidden))
+        self.eps = eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    half = x.shape[-1] // 2
+    turned = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos + turned * sin
+
+
+class LlamaLayer(nn.Module):
+    """Pre-RMSNorm attention with rotary embeddings (no biases) and a SwiGLU MLP."""
+
+    def __init__(self, hidden: int, heads: int, ffn: int) -> None:
+        super().__init__()
+        self.heads, self.dim = heads, hidden // heads
+        self.q, self.k, self.v, self.o = (nn.Linear(hidden, hidden, bias=False)
+                                          for _ in range(4))
+        self.gate = nn.Linear(hidden, ffn, bias=False)
+        self.up = nn.Linear(hidden, ffn, bias=False)
+        self.down = nn.Linear(ffn, hidden, bias=False)
+        self.norm1, self.norm2 = RmsNorm(hidden), RmsNorm(hidden)
+
+    def split(self, x: Tensor) -> Tensor:
+        n, s, _ = x.shape
+        return x.view(n, s, self.heads, self.dim).transpose(1, 2)
+
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, bias: Tensor) -> Tensor:
+        h = self.norm1(x)
+        q = _rotate(self.split(self.q(h)), cos, sin)
+        k = _rotate(self.split(self.k(h)), cos, sin)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.dim) + bias
+        ctx = torch.softmax(scores, dim=-1) @ self.split(self.v(h))
+        n, _, s, _ = ctx.shape
+        x = x + self.o(ctx.transpose(1, 2).reshape(n, s, self.heads * self.dim))
+        h = self.norm2(x)
+        return x + self.down(nn.functional.silu(self.gate(h)) * self.up(h))
+
+
+class Llama(nn.Module):
+    def __init__(self, layers: int = 4, hidden: int = 512, heads: int = 8, ffn: int = 1376,
+                 vocab: int = 32000) -> None:
+        super().__init__()
+        self.words = nn.Embedding(vocab, hidden)
+        self.layers = nn.ModuleList(LlamaLayer(hidden, heads, ffn) for _ in range(layers))
+        self.norm = RmsNorm(hidden)
+        self.head = nn.Linear(hidden, vocab, bias=False)
+        dim = hidden // heads
+        inv = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))
+        angles = torch.outer(torch.arange(SEQ).float(), inv)
+        self.register_buffer("cos", torch.cat([angles.cos()] * 2, dim=-1), persistent=False)
+        self.register_buffer("sin", torch.cat([angles.sin()] * 2, dim=-1), persistent=False)
+
+    def forward(self, input_ids: Tensor) -> Tensor:
+        s = input_ids.shape[1]
+        x = self.words(input_ids)
+        causal = torch.ones(s, s, dtype=torch.bool, device=x.device).tril()
+        bias = torch.zeros(s, s, dtype=x.dtype).masked_fill(~causal, torch.finfo(x.dtype).min)
+        cos, sin = self.cos[:s], self.sin[:s]
+        for layer in self.layers:
+            x = layer(x, cos, sin, bias)
+        return self.head(self.norm(x))
+
+
 # ---- registry and export ----------------------------------------------------------------
 
 def _image() -> tuple[Tensor, ...]:
@@ -263,14 +362,21 @@ def _bert_inputs() -> tuple[Tensor, ...]:
 # name -> (constructor, example inputs, input names, output names)
 MODELS: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple[Tensor, ...]],
                         list[str], list[str]]] = {
-    "resnet50": (ResNet50, _image, ["input"], ["logits"]),
+    "resnet18": (lambda: ResNet(18), _image, ["input"], ["logits"]),
+    "resnet50": (ResNet, _image, ["input"], ["logits"]),
+    "resnet101": (lambda: ResNet(101), _image, ["input"], ["logits"]),
     "mobilenetv2": (MobileNetV2, _image, ["input"], ["logits"]),
     "bert_base": (Bert, _bert_inputs, ["input_ids", "attention_mask"],
                   ["last_hidden_state", "pooler_output"]),
     "gpt2_small": (Gpt2, _tokens(50257), ["input_ids"], ["logits"]),
     "vit_b16": (ViT, _image, ["input"], ["logits"]),
+    "llama_small": (Llama, _tokens(32000), ["input_ids"], ["logits"]),
     "tcn_small": (TemporalConvNet, _tokens(1000, 64), ["tokens"], ["log_probs"]),
 }
+for _layers in (2, 6, 24):  # BERT-base with other depths, for compile-time growth series
+    MODELS[f"bert_L{_layers}"] = (lambda n=_layers: Bert(layers=n), _bert_inputs,
+                                  ["input_ids", "attention_mask"],
+                                  ["last_hidden_state", "pooler_output"])
 
 
 def build(name: str, seed: int = 0) -> nn.Module:

@@ -1,11 +1,20 @@
-"""Optimizer benchmark: our optimizer against onnxruntime's offline optimizer and onnxsim.
+"""Optimizer benchmark: our node counts against every peer's, in the same run.
 
-For each model (ONNX exports from ``bench/models.py``, batch fixed to 1): our compile time,
+For each model (ONNX exports from ``bench/models.py``, batch fixed to 1): our optimize time,
 node counts before/after for ``--target npu`` and ``--target onnx``, the estimated latency
 before/after (the NPU cost model, an estimate), the max output difference against the source
 model on random inputs (our runtime), and in the same run the node counts and times of
-onnxruntime's offline optimizer (basic and extended levels, saved model) and of onnxsim when it
-is installed. Prints a table; ``--json PATH`` writes the figures.
+onnxruntime's offline optimizer (basic and extended levels, saved model), onnxruntime's
+transformers optimizer (BERT, GPT-2, ViT), onnxsim and onnxslim when installed (the ``bench``
+extra). ``onnx@ort`` runs the ``--target onnx`` graph in onnxruntime (all optimizations, 1
+thread) against the source model, paired runs: its max difference and the latency ratio
+(below 1: our rewrite made onnxruntime faster).
+
+Targets (issue 19), printed as PASS/FAIL lines for ResNet-50, MobileNetV2, BERT-base and
+GPT-2: ``--target onnx`` at most min(onnxsim, onnxslim, onnxruntime basic) nodes and
+``--target npu`` at most min(onnxruntime extended, transformers optimizer). The ViT and the
+Llama-style decoder are reported without targets. ``--json PATH`` writes the figures with
+the machine facts.
 
     python bench/optimize.py [--models resnet50 bert_base] [--json out.json]
 """
@@ -14,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -25,6 +35,8 @@ import onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from machine import Verdicts, describe, facts  # noqa: E402
+
 from gerules.cli.feeds import random_feeds  # noqa: E402
 from gerules.compiler import fix_input_shapes  # noqa: E402
 from gerules.ir.verify import verify  # noqa: E402
@@ -32,7 +44,12 @@ from gerules.onnx_io import load_model  # noqa: E402
 from gerules.opt.optimize import OptimizeOptions, optimize, rule_library  # noqa: E402
 from gerules.runtime.executor import run_graph  # noqa: E402
 
-MODELS = ("resnet50", "mobilenetv2", "bert_base", "gpt2_small")
+MODELS = ("resnet50", "mobilenetv2", "bert_base", "gpt2_small", "vit_b16", "llama_small")
+TARGETED = ("resnet50", "mobilenetv2", "bert_base", "gpt2_small")
+# model -> (the transformers optimizer's model_type, num_heads, hidden_size); 0 = detect
+TRANSFORMER_TYPE = {"bert_base": ("bert", 0, 0), "gpt2_small": ("gpt2", 12, 768),
+                    "vit_b16": ("vit", 12, 768)}
+ORT_TIMING_RUNS = 10
 
 
 def model_file(name: str, opset: int) -> Path:
@@ -55,7 +72,7 @@ def ours(path: Path, target: str, level: str, dynamic: bool = False) -> dict[str
     diff = max(float(np.max(np.abs(got[k].astype(np.float64) - want[k]))) for k in want)
     extra: dict[str, Any] = {}
     if target == "onnx":  # the onnx target must run in onnxruntime with the same outputs
-        extra["onnxruntime_max_abs_diff"] = _ort_diff(out, feeds, want)
+        extra.update(_ort_check(path, out, feeds, want))
     return {**extra, "seconds": round(seconds, 3), "nodes_before": report.nodes_before,
             "nodes_after": report.nodes_after,
             "est_us_before": round(report.estimate_before.total_us, 1),
@@ -64,16 +81,33 @@ def ours(path: Path, target: str, level: str, dynamic: bool = False) -> dict[str
             "ops_after": report.ops_after}
 
 
-def _ort_diff(graph: Any, feeds: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> float:
+def _ort_check(source: Path, graph: Any, feeds: dict[str, np.ndarray],
+               want: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The onnx-target graph in onnxruntime: its difference, and its latency over the
+    source model's (both with all of onnxruntime's optimizations, 1 thread, paired runs)."""
     import onnxruntime as ort
 
     from gerules.onnx_io import to_model_proto
 
-    session = ort.InferenceSession(to_model_proto(graph).SerializeToString(),
-                                   providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    got = dict(zip(names, session.run(None, feeds), strict=True))
-    return max(float(np.max(np.abs(got[k].astype(np.float64) - want[k]))) for k in want)
+    def session(model: str | bytes) -> Any:
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = so.inter_op_num_threads = 1
+        return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+    ours, theirs = session(to_model_proto(graph).SerializeToString()), session(str(source))
+    names = [o.name for o in ours.get_outputs()]
+    got = dict(zip(names, ours.run(None, feeds), strict=True))
+    diff = max(float(np.max(np.abs(got[k].astype(np.float64) - want[k]))) for k in want)
+    ratios = []
+    for _ in range(ORT_TIMING_RUNS):
+        pair = []
+        for s in (ours, theirs):
+            start = time.perf_counter()
+            s.run(None, feeds)
+            pair.append(time.perf_counter() - start)
+        ratios.append(pair[0] / pair[1])
+    return {"onnxruntime_max_abs_diff": diff,
+            "onnxruntime_latency_ratio": round(statistics.median(ratios[1:]), 3)}
 
 
 def ort_offline(path: Path, level: str) -> dict[str, Any]:
@@ -108,6 +142,33 @@ def onnxsim_run(path: Path) -> dict[str, Any] | None:
             "nodes_after": len(simplified.graph.node)}
 
 
+def onnxslim_run(path: Path) -> dict[str, Any] | None:
+    try:
+        import onnxslim
+    except ImportError:
+        return None
+    model = onnx.load(str(path))
+    shapes = [f"{i.name}:" + ",".join(str(d.dim_value if d.dim_value > 0 else 1) for d in
+                                      i.type.tensor_type.shape.dim) for i in model.graph.input]
+    start = time.perf_counter()
+    slimmed = onnxslim.slim(model, input_shapes=shapes)
+    return {"seconds": round(time.perf_counter() - start, 3),
+            "nodes_after": len(slimmed.graph.node)}
+
+
+def transformers_run(name: str, path: Path) -> dict[str, Any] | None:
+    """onnxruntime's transformers optimizer (its Python fusions after the basic level)."""
+    if name not in TRANSFORMER_TYPE:
+        return None
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    kind, heads, hidden = TRANSFORMER_TYPE[name]
+    start = time.perf_counter()
+    model = optimize_model(str(path), model_type=kind, num_heads=heads, hidden_size=hidden)
+    return {"seconds": round(time.perf_counter() - start, 3),
+            "nodes_after": len(model.model.graph.node)}
+
+
 def bench(name: str, opset: int, level: str) -> dict[str, Any]:
     path = model_file(name, opset)
     row: dict[str, Any] = {"model": name, "opset": opset,
@@ -120,31 +181,56 @@ def bench(name: str, opset: int, level: str) -> dict[str, Any]:
     row["ort_basic"] = ort_offline(path, "basic")
     row["ort_extended"] = ort_offline(path, "extended")
     row["onnxsim"] = onnxsim_run(path)
+    row["onnxslim"] = onnxslim_run(path)
+    row["ort_transformers"] = transformers_run(name, path)
     return row
+
+
+def _nodes(entry: dict[str, Any] | None) -> int | None:
+    return None if entry is None else int(entry["nodes_after"])
+
+
+def check_targets(rows: list[dict[str, Any]], verdicts: Verdicts) -> None:
+    for r in rows:
+        if r["model"] not in TARGETED:
+            continue
+        peers = {"onnx": ("onnxsim", "onnxslim", "ort_basic"),
+                 "npu": ("ort_extended", "ort_transformers")}
+        for target, names in peers.items():
+            counts = {n: _nodes(r[n]) for n in names if _nodes(r[n]) is not None}
+            best = min(counts.values())
+            which = "/".join(n for n, c in counts.items() if c == best)
+            print(verdicts.check(f"{r['model']} --target {target} nodes vs best peer ({which})",
+                                 r[target]["nodes_after"], best))
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     head = (f"{'model':<12}{'file':>6}{'npu':>6}{'dyn':>6}{'onnx':>6}{'ort-b':>7}{'ort-x':>7}"
-            f"{'sim':>6}"
+            f"{'ort-tx':>7}{'sim':>6}{'slim':>6}"
             f"{'ours s':>8}{'ort-x s':>8}{'sim s':>7}{'est us':>16}{'max diff':>10}"
-            f"{'onnx@ort':>10}")
+            f"{'onnx@ort':>10}{'ort time':>9}")
     lines = [head]
     for r in rows:
         sim = r["onnxsim"] or {"nodes_after": "-", "seconds": "-"}
+        slim = r["onnxslim"] or {"nodes_after": "-"}
+        tx = r["ort_transformers"] or {"nodes_after": "-"}
         est = f"{r['npu']['est_us_before']:.0f}->{r['npu']['est_us_after']:.0f}"
         lines.append(
             f"{r['model']:<12}{r['file_nodes']:>6}{r['npu']['nodes_after']:>6}"
             f"{r['npu_dynamic_batch']['nodes_after']:>6}"
             f"{r['onnx']['nodes_after']:>6}{r['ort_basic']['nodes_after']:>7}"
-            f"{r['ort_extended']['nodes_after']:>7}{sim['nodes_after']:>6}"
+            f"{r['ort_extended']['nodes_after']:>7}{tx['nodes_after']:>7}"
+            f"{sim['nodes_after']:>6}{slim['nodes_after']:>6}"
             f"{r['npu']['seconds']:>8}{r['ort_extended']['seconds']:>8}{sim['seconds']:>7}"
             f"{est:>16}{r['npu']['max_abs_diff']:>10.1e}"
-            f"{r['onnx']['onnxruntime_max_abs_diff']:>10.1e}")
+            f"{r['onnx']['onnxruntime_max_abs_diff']:>10.1e}"
+            f"{r['onnx']['onnxruntime_latency_ratio']:>8.2f}x")
     lines.append("npu/onnx: our node counts per target (dyn: npu with the batch dim left "
-                 "dynamic); ort-b/ort-x: onnxruntime basic/extended; "
-                 "sim: onnxsim; est us: NPU cost model estimate (not a measurement); max diff: npu "
-                 "graph vs source in our runtime; onnx@ort: onnx-target graph in onnxruntime "
-                 "vs source")
+                 "dynamic); ort-b/ort-x: onnxruntime basic/extended; ort-tx: onnxruntime "
+                 "transformers optimizer; sim: onnxsim; slim: onnxslim; est us: NPU cost model "
+                 "estimate (not a measurement); max diff: npu graph vs source in our runtime; "
+                 "onnx@ort: onnx-target graph in onnxruntime vs source; ort time: its "
+                 "onnxruntime latency over the source's")
     return "\n".join(lines)
 
 
@@ -155,10 +241,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--opt-level", default="O2")
     ap.add_argument("--json", type=Path, help="write the figures here")
     args = ap.parse_args(argv)
+    machine = facts()
+    print(describe(machine))
     rows = [bench(m, args.opset, args.opt_level) for m in args.models]
     print(table(rows))
+    verdicts = Verdicts()
+    check_targets(rows, verdicts)
+    print(verdicts.summary())
     if args.json:
-        args.json.write_text(json.dumps({"opt_level": args.opt_level, "rows": rows}, indent=1))
+        args.json.write_text(json.dumps({"opt_level": args.opt_level, "machine": machine,
+                                         "rows": rows, "targets": verdicts.lines}, indent=1))
     return 0
 
 

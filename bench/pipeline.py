@@ -43,7 +43,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import models  # noqa: E402 - bench/models.py, beside this script
-from facts import machine  # noqa: E402 - bench/facts.py, beside this script
+from machine import describe, facts  # noqa: E402 - bench/machine.py: the machine facts
 
 from gerules.compiler import CompileOptions, compile_model  # noqa: E402
 from gerules.errors import ResourceLimit  # noqa: E402
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
 
         ray.init(num_cpus=os.cpu_count(), object_store_memory=2 << 30, include_dashboard=False,
                  log_to_driver=False, configure_logging=False)
-    report: dict[str, object] = {"machine_before": machine(), "config": vars(args) | {
+    report: dict[str, object] = {"machine_before": facts(), "config": vars(args) | {
         "json": str(args.json) if args.json else None}, "rows": []}
     try:
         with tempfile.TemporaryDirectory(prefix="gerules-pipeline-") as tmp:
@@ -177,9 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if ray_on:
             ray.shutdown()
-    report["machine_after"] = machine()
-    print(f"machine: {report['machine_before']}")
-    print(f"load after: {report['machine_after']['load_avg']}")  # type: ignore[index]
+    report["machine_after"] = facts()
+    print(describe(report["machine_before"]))  # type: ignore[arg-type]
+    print(f"load after: {report['machine_after']['load_avg_1_5_15']}")  # type: ignore[index]
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     return 0

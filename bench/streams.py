@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -35,7 +34,7 @@ import gerules as ge
 from gerules.runtime.model import Model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from facts import machine  # noqa: E402 - bench/facts.py, beside this script
+from machine import describe, facts  # noqa: E402 - bench/machine.py: the machine facts
 
 
 def two_towers(hidden: int, rows: int, depth: int, seed: int = 0) -> ge.Graph:
@@ -129,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         "numpy_threads_speedup": round(lat["numpy serial"] / lat["numpy 2 threads"], 3),
         "throughput_per_s": {k: round(args.requests / v, 2) for k, v in thr.items()},
         "in_flight_speedup": round(thr["in_flight=1"] / thr["in_flight=2"], 3),
-        "machine": machine(),
+        "machine": facts(),
     }
     print(f"two towers of {args.depth} x MatMul [{args.rows}x{args.hidden}]x[{args.hidden}x"
           f"{args.hidden}] + Relu, BLAS threads {args.blas_threads}")
@@ -139,8 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"run_async in_flight=1 {report['throughput_per_s']['in_flight=1']:8.2f}/s   "
           f"in_flight=2 {report['throughput_per_s']['in_flight=2']:8.2f}/s   "
           f"{report['in_flight_speedup']:.2f}x")
-    print(f"machine: {os.cpu_count()} cpus, load {os.getloadavg()[0]:.2f}, "
-          f"BLAS {report['machine']['blas']}")
+    print(describe(report["machine"]))  # type: ignore[arg-type]
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     return 0

@@ -2,7 +2,9 @@
 
 Invariants:
 - Each subcommand lives in its own module ``gerules.cli.cmd_<name>`` exposing
-  ``register(subparsers)``; it sets ``func(args) -> int`` on its parser.
+  ``register(subparsers)``; it sets ``func(args) -> int`` on its parser. Only the module of
+  the subcommand a command line names is imported (all of them for ``--help`` or no
+  subcommand), so ``run`` of a ``.om`` never loads ONNX, SciPy or the optimizer.
 - Every long flag is accepted in both spellings (``--input_shape`` and ``--input-shape``):
   each parser rewrites a spelling it does not know into the one it does before parsing.
   ``--log`` (any case), ``--quiet`` and ``--debug`` work before or after the subcommand.
@@ -99,14 +101,17 @@ def add_global_flags(p: argparse.ArgumentParser, *, top: bool = False) -> None:
                    help="print nothing but errors", **default)
 
 
-def build_parser() -> _Parser:
+def build_parser(only: str | None = None) -> _Parser:
+    """The parser; ``only``: register that subcommand alone (its module is the only one
+    imported, so ``ge-rewrite run x.om`` loads neither ONNX nor the optimizer)."""
     epilog = "exit codes: " + "; ".join(f"{k} {v}" for k, v in EXIT_CODES.items())
     parser = _Parser(prog=PROG, description="Rule-driven graph compiler for an Ascend-like NPU.",
                      epilog=epilog)
-    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="show the version and exit")
     add_global_flags(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in COMMANDS:
+    for name in COMMANDS if only is None else (only,):
         importlib.import_module(f"{__package__}.cmd_{name}").register(sub)
     for p in set(sub.choices.values()):
         _add_missing_globals(p)
@@ -120,6 +125,26 @@ def _add_missing_globals(p: argparse.ArgumentParser) -> None:
         if isinstance(action, argparse._SubParsersAction):
             for child in set(action.choices.values()):
                 _add_missing_globals(child)
+
+
+class _Version(argparse.Action):
+    """``--version``, with the package metadata read only when asked for."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        print(f"{PROG} {_version()}")
+        parser.exit(0)
+
+
+def command_in(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names: its first word that is one, unless help or the
+    version is asked for before it (then every subcommand is registered)."""
+    for word in argv:
+        if word in ("-h", "--help", "--version"):
+            return None
+        if word in COMMANDS:
+            return word
+    return None
 
 
 def _version() -> str:
@@ -159,22 +184,16 @@ def _command_parser(parser: _Parser, args: argparse.Namespace) -> _Parser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     mark_start()
-    try:  # importing the subcommands takes a moment: Ctrl-C then is no traceback either
-        parser = build_parser()
+    raw = list(sys.argv[1:] if argv is None else argv)
+    try:  # importing the subcommand takes a moment: Ctrl-C then is no traceback either
+        parsed = _parse(raw)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
-    raw = list(sys.argv[1:] if argv is None else argv)
-    args, extra = parser.parse_known_args(route(raw))  # --model=... without a command: compile
-    if extra:
-        print(_unknown(parser, args, extra), file=sys.stderr)
+    if isinstance(parsed, str):
+        print(parsed, file=sys.stderr)
         return 2
-    args.command_line = shlex.join([PROG, *raw])  # recorded verbatim in what we write
-    level = "error" if args.quiet and args.log != "null" else args.log
-    if level != "null":
-        logging.basicConfig(level=level.upper(), format=f"{PROG}: %(levelname)s: %(message)s")
-    else:  # no handler at all would make logging print warnings through its last resort
-        logging.getLogger().addHandler(logging.NullHandler())
+    parser, args = parsed
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -199,6 +218,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: internal error: {detail} (rerun with --debug for a traceback)",
               file=sys.stderr)
         return 70
+
+
+def _parse(raw: list[str]) -> tuple[_Parser, argparse.Namespace] | str:
+    """The parser (with the subcommand ``raw`` names) and the parsed arguments, logging set;
+    or the one line for unrecognized arguments."""
+    routed = route(raw)  # --model=... without a command: compile
+    parser = build_parser(command_in(routed))
+    args, extra = parser.parse_known_args(routed)
+    if extra:
+        return _unknown(parser, args, extra)
+    args.command_line = shlex.join([PROG, *raw])  # recorded verbatim in what we write
+    level = "error" if args.quiet and args.log != "null" else args.log
+    if level != "null":
+        logging.basicConfig(level=level.upper(), format=f"{PROG}: %(levelname)s: %(message)s")
+    else:  # no handler at all would make logging print warnings through its last resort
+        logging.getLogger().addHandler(logging.NullHandler())
+    return parser, args
 
 
 @contextlib.contextmanager

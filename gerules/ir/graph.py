@@ -7,7 +7,11 @@ Invariants (checked by ``gerules.ir.verify.verify``):
 - Shapes hold ``int`` dims and ``str`` symbolic dims (the same name means the same size);
   ``shape is None`` means the rank itself is unknown.
 - Initializers are read-only NumPy arrays; ``content_key`` addresses them by content so
-  identical weights can be stored once.
+  identical weights can be stored once. The key of a read-only array is computed once and
+  kept beside it (a table keyed by the array's identity, whose entry goes when the array
+  does), so dedupe, planning and the ``.om`` writer never hash a weight twice; and they hash
+  only arrays whose ``fingerprint`` (dtype, shape and a few sampled elements, O(1)) equals
+  another's, so most weights are never hashed at all.
 - Domain ``""`` is ai.onnx; fused NPU ops live in domain ``"ge"``.
 - A subgraph (an attribute of If, Loop, Scan) is a ``Graph`` whose nodes may read names it
   does not define: its ``free_names``, values of the enclosing graph. The node that owns it
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -134,7 +139,7 @@ def _readonly(array: np.ndarray) -> np.ndarray:
     return array
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
 class Graph:
     """A model graph. Build it once; derive changed copies with ``replace``."""
 
@@ -207,13 +212,71 @@ class Graph:
         return dict(sorted(counts.items()))
 
 
+# id(array) -> (a weak reference to it, its key); an entry leaves when its array is freed.
+_KEYS: dict[int, tuple[weakref.ref[np.ndarray], str]] = {}
+
+
 def content_key(array: np.ndarray) -> str:
-    """A content address for a weight: SHA-256 over dtype, shape and bytes."""
+    """A content address for a weight: SHA-256 over dtype, shape and bytes.
+
+    Read-only arrays are hashed once: the key is kept while the array lives (weights are
+    read-only and never mutated, see the module docstring). A writeable array is hashed on
+    every call, since its bytes may change.
+    """
+    if array.flags.writeable:
+        return _digest(array)
+    hit = _KEYS.get(id(array))
+    if hit is not None and hit[0]() is array:
+        return hit[1]
+    key = _digest(array)
+    ident = id(array)
+    _KEYS[ident] = (weakref.ref(array, lambda _: _KEYS.pop(ident, None)), key)
+    return key
+
+
+def _digest(array: np.ndarray) -> str:
     h = hashlib.sha256()
     h.update(array.dtype.str.encode())
     h.update(repr(tuple(array.shape)).encode())
-    h.update(np.ascontiguousarray(array).tobytes())
+    if array.size:  # hashed in place: no copy unless the array is not contiguous
+        h.update(byte_view(array))
     return h.hexdigest()
+
+
+def byte_view(array: np.ndarray) -> memoryview:
+    """The bytes of ``array`` in C order, without a copy when it is contiguous."""
+    return np.ascontiguousarray(array).reshape(-1).view(np.uint8).data
+
+
+FINGERPRINT_SAMPLES = 32
+
+
+def fingerprint(array: np.ndarray) -> tuple[str, tuple[int, ...], bytes]:
+    """dtype, shape and ``FINGERPRINT_SAMPLES`` evenly spaced elements: equal contents give
+    equal fingerprints; different fingerprints mean different contents (``content_key``
+    decides between equal ones)."""
+    flat = array.reshape(-1)
+    if flat.size > FINGERPRINT_SAMPLES:
+        flat = flat[np.linspace(0, flat.size - 1, FINGERPRINT_SAMPLES).astype(np.intp)]
+    return array.dtype.str, tuple(array.shape), np.ascontiguousarray(flat).tobytes()
+
+
+def unique_arrays(arrays: Iterable[np.ndarray]) -> tuple[list[np.ndarray], dict[int, int]]:
+    """The arrays with content duplicates removed (first occurrences kept, in order), and
+    ``id(array) -> position`` in that list for every array given. Only arrays whose
+    fingerprint equals another's are hashed (``content_key``)."""
+    distinct = list({id(a): a for a in arrays}.values())
+    groups: dict[tuple[str, tuple[int, ...], bytes], list[np.ndarray]] = {}
+    for a in distinct:
+        groups.setdefault(fingerprint(a), []).append(a)
+    first: dict[int, np.ndarray] = {}  # id(array) -> the first array with its content
+    for group in groups.values():
+        seen: dict[str, np.ndarray] = {}
+        for a in group:
+            first[id(a)] = seen.setdefault(content_key(a), a) if len(group) > 1 else a
+    unique = [a for a in distinct if first[id(a)] is a]
+    where = {id(a): k for k, a in enumerate(unique)}
+    return unique, {ident: where[id(rep)] for ident, rep in first.items()}
 
 
 def free_names(graph: Graph) -> tuple[str, ...]:

@@ -73,6 +73,10 @@ class Port:
 InferFn = Callable[[Sequence["TensorType | None"], Sequence["np.ndarray | None"], Call],
                    Sequence[TensorType]]
 KernelFn = Callable[[Sequence["np.ndarray | None"], Call], Sequence[np.ndarray]]
+# Computes the outputs into the given arrays (the planned dtypes and shapes, e.g. views of
+# the runtime's arena) instead of returning new ones; an output shares memory with an input
+# only for INPLACE ops, and then the kernel must read that input before writing over it.
+KernelOutFn = Callable[[Sequence["np.ndarray | None"], Call, Sequence[np.ndarray]], None]
 # For ops whose value follows from their operands' *types* alone (Shape, Size): the constant
 # outputs, or None when the types are not static enough.
 FoldTypesFn = Callable[[Sequence["TensorType | None"], Call], "Sequence[np.ndarray] | None"]
@@ -88,7 +92,9 @@ class OpSchema:
 
     ``infer(input_types, const_values, call)`` returns the output types; ``const_values[i]``
     is the array of input ``i`` when it is known at compile time (else ``None``), so Reshape
-    and friends can infer static shapes. ``kernel(inputs, call)`` computes the outputs.
+    and friends can infer static shapes. ``kernel(inputs, call)`` computes the outputs;
+    ``kernel_out(inputs, call, outs)``, when an op has it, computes the same values into
+    preallocated ``outs`` (no temporaries for the results: the runtime passes arena views).
     ``flops`` estimates arithmetic work for the cost model (``None``: one op per output
     element, or zero for shape ops). ``fold_types`` gives outputs that follow from the input
     types alone (Shape of a static tensor is a constant).
@@ -108,6 +114,7 @@ class OpSchema:
     fold_types: FoldTypesFn | None = None
     doc: str = ""
     unit_of: UnitFn | None = None
+    kernel_out: KernelOutFn | None = None
 
     @property
     def qualified_op(self) -> str:

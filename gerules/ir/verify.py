@@ -8,6 +8,7 @@ shapes and dtypes infer without contradiction. ``toposort`` orders an acyclic no
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 
 from ..errors import GraphError
@@ -15,10 +16,18 @@ from .graph import Graph, Node
 from .infer import infer_graph, schema_for
 from .registry import Registry, default_registry
 
+# Graphs ``verify`` returned (with shapes), with the registry that checked them: a Graph is
+# immutable, so verifying one again gives itself; the compile passes a graph through several
+# steps that each verify what they are given.
+_VERIFIED: weakref.WeakKeyDictionary[Graph, Registry] = weakref.WeakKeyDictionary()
+
 
 def verify(graph: Graph, registry: Registry | None = None, *, shapes: bool = True) -> Graph:
-    """Raise ``GraphError`` on the first broken invariant; return the shape-inferred graph."""
+    """Raise ``GraphError`` on the first broken invariant; return the shape-inferred graph
+    (a graph this function returned before is returned as it is, without checking again)."""
     registry = registry or default_registry()
+    if _VERIFIED.get(graph) is registry:
+        return graph
     if not graph.outputs:
         raise GraphError("the graph has no outputs")
     _check_ssa(graph)
@@ -30,6 +39,7 @@ def verify(graph: Graph, registry: Registry | None = None, *, shapes: bool = Tru
     inferred = infer_graph(graph, registry)
     for node in inferred.nodes:
         _check_port_types(node, inferred, registry)
+    _VERIFIED[inferred] = registry
     return inferred
 
 

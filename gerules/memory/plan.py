@@ -20,16 +20,14 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 from types import MappingProxyType
 from typing import Any
 
-import numpy as np
-
 from ..errors import ModelError
-from ..ir.graph import Graph, content_key
+from ..ir.graph import Graph, unique_arrays
 from ..ir.registry import Registry, default_registry
 from .liveness import ALIGNMENT, Liveness, alias_sources, analyze
 from .offsets import arena_size, first_fit, greedy_by_size
@@ -217,26 +215,5 @@ def _finish(graph: Graph, order_name: str, cand: _Candidate, file_live: Liveness
 
 
 def weights_bytes(graph: Graph) -> int:
-    """Bytes of the initializers, identical ones counted once (``content_key``)."""
-    return sum(a.nbytes for a in unique_arrays(graph.initializers.values()))
-
-
-def unique_arrays(arrays: Iterable[np.ndarray]) -> list[np.ndarray]:
-    """The arrays with content duplicates removed, first occurrences kept, in order.
-
-    Only arrays that share dtype and shape with another are hashed (``content_key``), so a
-    model without such pairs costs no hashing at all.
-    """
-    distinct = list({id(a): a for a in arrays}.values())
-    groups: dict[tuple[str, tuple[int, ...]], list[np.ndarray]] = {}
-    for a in distinct:
-        groups.setdefault((a.dtype.str, a.shape), []).append(a)
-    repeated: set[int] = set()
-    for group in groups.values():
-        seen: set[str] = set()
-        for a in group if len(group) > 1 else ():
-            key = content_key(a)
-            if key in seen:
-                repeated.add(id(a))
-            seen.add(key)
-    return [a for a in distinct if id(a) not in repeated]
+    """Bytes of the initializers, identical ones counted once (``unique_arrays``)."""
+    return sum(a.nbytes for a in unique_arrays(graph.initializers.values())[0])

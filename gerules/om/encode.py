@@ -5,7 +5,7 @@ Invariants:
   ``"nan"``, ``"inf"``, ``"-inf"``); ``decode`` reads back an equal graph, equal attributes
   (attribute tensors included) and equal plans.
 - Weights (initializers and attribute tensors) are stored once per content
-  (``gerules.ir.graph.content_key``, computed only for arrays of equal dtype and shape); the
+  (``gerules.ir.graph.unique_arrays``: hashed only when fingerprints are equal); the
   table gives each blob's dtype, shape, offset in the
   WEIGHTS section (a multiple of 64) and byte size.
 - Names are checked with ``check_name`` before anything is written, so the writer never
@@ -24,8 +24,7 @@ import numpy as np
 from ..errors import ModelError
 from ..ir.attrs import AttrValue
 from ..ir.dtypes import ONNX_CODES
-from ..ir.graph import UNTYPED, Graph, Node, TensorType, Value, content_key
-from ..memory.plan import unique_arrays
+from ..ir.graph import UNTYPED, Graph, Node, TensorType, Value, unique_arrays
 from .contents import OmContents, Variant
 from .format import ALIGN, pad
 from .names import check_name
@@ -48,14 +47,7 @@ def collect_blobs(graph: Graph, groups: Sequence[Sequence[int]] = ()) -> Blobs:
     arrays = _all_tensors(graph) if not groups else _by_stage(graph, groups)
     for arr in arrays:
         _check_dtype(arr.dtype.name)
-    unique = unique_arrays(arrays)
-    index = {id(a): i for i, a in enumerate(unique)}
-    repeated = [a for a in arrays if id(a) not in index]
-    if repeated:
-        kinds = {(a.dtype.str, a.shape) for a in repeated}
-        by_key = {content_key(a): i for i, a in enumerate(unique)
-                  if (a.dtype.str, a.shape) in kinds}
-        index.update({id(a): by_key[content_key(a)] for a in repeated})
+    unique, index = unique_arrays(arrays)
     offsets, at = [], 0
     for arr in unique:
         offsets.append(at)

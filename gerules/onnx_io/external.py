@@ -28,9 +28,8 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import onnx
-
 from ..errors import ModelError
+from .proto import StringStringEntryProto, TensorProto
 
 ALLOWED_KEYS = frozenset({"location", "offset", "length", "checksum"})
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -49,7 +48,7 @@ class ExternalRef:
     length: int | None  # None: up to the end of the file
 
 
-def parse_ref(entries: Iterable[onnx.StringStringEntryProto], tensor: str) -> ExternalRef:
+def parse_ref(entries: Iterable[StringStringEntryProto], tensor: str) -> ExternalRef:
     """Validate the ``external_data`` key/value list of one tensor."""
     seen: dict[str, str] = {}
     for entry in entries:
@@ -90,7 +89,7 @@ def location_parts(location: str, tensor: str) -> list[str]:
     return norm.split("/")
 
 
-def read_external(t: onnx.TensorProto, nbytes: int, base_dir: str, tensor: str) -> bytearray:
+def read_external(t: TensorProto, nbytes: int, base_dir: str, tensor: str) -> bytearray:
     """The ``nbytes`` bytes of ``t``'s external data, read from inside ``base_dir``."""
     ref = parse_ref(t.external_data, tensor)
     if ref.length is not None and ref.length != nbytes:

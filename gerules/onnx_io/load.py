@@ -21,15 +21,15 @@ import os
 import stat
 from pathlib import Path
 
-import onnx
-
 from ..errors import GeError, ModelError
 from ..ir.graph import Graph
 from ..ir.verify import toposort, verify
 from .external import read_external
+from .proto import ModelProto, TensorProto, parse_model
 from .reader import model_to_graph
 from .sniff import known_format, text_kind
 from .tensors import DEFAULT_MAX_TENSOR_BYTES, ExternalReader
+from .wire import WireError
 
 log = logging.getLogger(__name__)
 
@@ -75,25 +75,27 @@ def read_file(path: str | os.PathLike[str]) -> bytes:
         raise ModelError(f"cannot read: {e.strerror or e}", file=str(path)) from None
 
 
-def parse(data: bytes) -> onnx.ModelProto:
-    """The ``ModelProto`` in ``data``; non-ONNX content is named, never misparsed."""
+def parse(data: bytes) -> ModelProto:
+    """The ``ModelProto`` in ``data``; non-ONNX content is named, never misparsed.
+
+    Decoded by ``proto`` (ONNX's field tables over ``wire``), without the ``onnx`` package;
+    ``raw_data`` fields are views of ``data``, not copies.
+    """
     if not data:
         raise ModelError("empty file")
     fmt = known_format(data)
     if fmt:
         raise ModelError(f"not an ONNX model: this is {fmt}")
-    model = onnx.ModelProto()
     try:
-        model.ParseFromString(data)
-    except Exception as e:  # protobuf raises DecodeError, RecursionError, ValueError, ...
+        model = parse_model(data)
+    except WireError as e:
         kind = text_kind(data)
         if kind:
             raise ModelError(f"not an ONNX model: this is {kind}") from None
-        detail = str(e).splitlines()[0] if str(e) else type(e).__name__
-        if isinstance(e, RecursionError) or "MaxDepth" in detail:
+        if e.too_deep:
             raise ModelError("nesting too deep: subgraphs inside subgraphs exceed protobuf's "
                              "limit of 100 message levels") from None
-        raise ModelError(f"corrupt or truncated ONNX protobuf ({detail})") from None
+        raise ModelError(f"corrupt or truncated ONNX protobuf ({e})") from None
     if not model.HasField("graph") and text_kind(data):
         raise ModelError(f"not an ONNX model: this is {text_kind(data)}")
     return model
@@ -114,7 +116,7 @@ def _external(base_dir: str | os.PathLike[str] | None) -> ExternalReader | None:
         return None
     folder = os.fspath(base_dir)
 
-    def read(t: onnx.TensorProto, nbytes: int) -> bytearray:
+    def read(t: TensorProto, nbytes: int) -> bytearray:
         name = t.name if isinstance(t.name, str) else "?"
         return read_external(t, nbytes, folder, name)
 

@@ -31,13 +31,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import onnx
 
 from ..errors import GeError, ModelError
 from ..ir import dtypes
 from ..ir.attrs import Attrs
 from ..ir.graph import UNTYPED, Dim, Graph, Node, Value, captures
 from ..ir.registry import MAX_OPSET
+from . import proto
+from .proto import (
+    AttributeProto,
+    Dimension,
+    GraphProto,
+    ModelProto,
+    NodeProto,
+    OperatorSetIdProto,
+    TensorProto,
+    ValueInfoProto,
+)
 from .tensors import ExternalReader, check_dims, tensor_to_array
 
 log = logging.getLogger(__name__)
@@ -47,7 +57,6 @@ DOMAIN_ALIASES = {"": "", "ai.onnx": "", "ge": "ge", "ai.onnx.preview": "ai.onnx
                   "ai.onnx.preview.training": "ai.onnx.preview.training"}
 MAX_IR_VERSION = 14  # onnx 1.23
 MAX_NESTING = 16  # subgraphs inside subgraphs
-_A = onnx.AttributeProto
 
 
 @dataclass(slots=True)
@@ -79,7 +88,7 @@ def domain_of(raw: object, **place: Any) -> str:
     return DOMAIN_ALIASES[name]
 
 
-def model_to_graph(model: onnx.ModelProto, *, max_bytes: int,
+def model_to_graph(model: ModelProto, *, max_bytes: int,
                    external: ExternalReader | None) -> Graph:
     """The IR graph of ``model``, not yet verified or shape-inferred."""
     _check_header(model)
@@ -109,7 +118,7 @@ def model_to_graph(model: onnx.ModelProto, *, max_bytes: int,
     )
 
 
-def _check_header(model: onnx.ModelProto) -> None:
+def _check_header(model: ModelProto) -> None:
     if not model.HasField("graph"):
         raise ModelError("not an ONNX model: it holds no graph (corrupt, or another protobuf)")
     if model.ir_version <= 0:
@@ -125,7 +134,7 @@ def _check_header(model: onnx.ModelProto) -> None:
         log.warning("ignoring the model's training_info (inference only)")
 
 
-def _opsets(imports: Iterable[onnx.OperatorSetIdProto]) -> dict[str, int]:
+def _opsets(imports: Iterable[OperatorSetIdProto]) -> dict[str, int]:
     opset: dict[str, int] = {}
     for entry in imports:
         name = text(entry.domain, "opset domain")
@@ -145,7 +154,7 @@ def _opsets(imports: Iterable[onnx.OperatorSetIdProto]) -> dict[str, int]:
     return opset
 
 
-def _dim_params(g: onnx.GraphProto) -> set[str]:
+def _dim_params(g: GraphProto) -> set[str]:
     found: set[str] = set()
     for vi in (*g.input, *g.output, *g.value_info):
         if vi.type.HasField("tensor_type"):
@@ -155,7 +164,7 @@ def _dim_params(g: onnx.GraphProto) -> set[str]:
     return found
 
 
-def _initializers(protos: Sequence[onnx.TensorProto], reader: _Reader) -> dict[str, np.ndarray]:
+def _initializers(protos: Sequence[TensorProto], reader: _Reader) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     for t in protos:
         name = text(t.name, "initializer name")
@@ -168,7 +177,7 @@ def _initializers(protos: Sequence[onnx.TensorProto], reader: _Reader) -> dict[s
     return out
 
 
-def _value(vi: onnx.ValueInfoProto, reader: _Reader) -> Value:
+def _value(vi: ValueInfoProto, reader: _Reader) -> Value:
     name = text(vi.name, "tensor name")
     if not name:
         raise ModelError("a graph input, output or value_info entry has no name")
@@ -192,7 +201,7 @@ def _value(vi: onnx.ValueInfoProto, reader: _Reader) -> Value:
     return Value.of(name, dtype, shape)
 
 
-def _dim(d: onnx.TensorShapeProto.Dimension, tensor: str, axis: int, reader: _Reader) -> Dim:
+def _dim(d: Dimension, tensor: str, axis: int, reader: _Reader) -> Dim:
     if d.HasField("dim_value"):
         if d.dim_value < 0:
             raise ModelError(f"negative dim {d.dim_value} at axis {axis}", tensor=tensor)
@@ -208,19 +217,19 @@ def _dim(d: onnx.TensorShapeProto.Dimension, tensor: str, axis: int, reader: _Re
     return fresh
 
 
-def _nodes(protos: Sequence[onnx.NodeProto], opset: dict[str, int], functions: set[str],
+def _nodes(protos: Sequence[NodeProto], opset: dict[str, int], functions: set[str],
            reader: _Reader) -> list[Node]:
     explicit = [text(n.name, "node name") for n in protos]
     taken = {name for name in explicit if name}
     first: dict[str, int] = {}
     nodes = []
-    for index, (proto, name) in enumerate(zip(protos, explicit, strict=True)):
+    for index, (node, name) in enumerate(zip(protos, explicit, strict=True)):
         if name and first.setdefault(name, index) != index:
             raise ModelError(f"two nodes have this name (node #{first[name]} and #{index})",
                              node=name)
         if not name:
-            name = _generated_name(text(proto.op_type, "op type"), index, taken)
-        nodes.append(_node(proto, name, opset, functions, reader))
+            name = _generated_name(text(node.op_type, "op type"), index, taken)
+        nodes.append(_node(node, name, opset, functions, reader))
     return nodes
 
 
@@ -234,7 +243,7 @@ def _generated_name(op: str, index: int, taken: set[str]) -> str:
     return name
 
 
-def _node(proto: onnx.NodeProto, name: str, opset: dict[str, int], functions: set[str],
+def _node(proto: NodeProto, name: str, opset: dict[str, int], functions: set[str],
           reader: _Reader) -> Node:
     op = text(proto.op_type, "op type", node=name)
     raw_domain = text(proto.domain, "domain", node=name, op=op)
@@ -270,7 +279,7 @@ def _outputs(names: list[str], node: str, reader: _Reader) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _attr(a: onnx.AttributeProto, place: dict[str, str], reader: _Reader
+def _attr(a: AttributeProto, place: dict[str, str], reader: _Reader
           ) -> tuple[str, object]:
     name = text(a.name, "attribute name", **place)
     if a.ref_attr_name:
@@ -281,23 +290,23 @@ def _attr(a: onnx.AttributeProto, place: dict[str, str], reader: _Reader
         raise e.with_place(**place) from None
 
 
-def _attr_value(a: onnx.AttributeProto, name: str, reader: _Reader) -> object:
-    if a.type == _A.TENSOR:
+def _attr_value(a: AttributeProto, name: str, reader: _Reader) -> object:
+    if a.type == proto.TENSOR:
         tensor = text(a.t.name, "tensor name") or name
         return tensor_to_array(a.t, name=tensor, max_bytes=reader.max_bytes,
                                external=reader.external)
     convert = _ATTR_READERS.get(a.type)
     if convert is not None:
         return convert(a)
-    if a.type == _A.GRAPH:
+    if a.type == proto.GRAPH:
         return _subgraph(a.g, reader)
-    if a.type == _A.GRAPHS:
+    if a.type == proto.GRAPHS:
         raise ModelError(f"attribute '{name}' holds a list of subgraphs (not supported)")
-    kind = _A.AttributeType.Name(a.type) if a.type in _A.AttributeType.values() else a.type
+    kind = proto.ATTRIBUTE_TYPES.get(a.type, a.type)
     raise ModelError(f"attribute '{name}' has unsupported type {kind}")
 
 
-def _subgraph(g: onnx.GraphProto, reader: _Reader) -> Graph:
+def _subgraph(g: GraphProto, reader: _Reader) -> Graph:
     """A subgraph (the body of If, Loop, Scan) as a ``Graph`` with the model's opsets."""
     if reader.depth >= MAX_NESTING:
         raise ModelError(f"subgraphs nest more than {MAX_NESTING} deep")
@@ -322,17 +331,17 @@ def _strings(values: Iterable[bytes]) -> tuple[str, ...]:
         raise ModelError("a string attribute is not valid UTF-8") from None
 
 
-_ATTR_READERS: dict[int, Callable[[onnx.AttributeProto], object]] = {
-    _A.FLOAT: lambda a: float(a.f),
-    _A.INT: lambda a: int(a.i),
-    _A.STRING: lambda a: _strings([a.s])[0],
-    _A.FLOATS: lambda a: tuple(float(v) for v in a.floats),
-    _A.INTS: lambda a: tuple(int(v) for v in a.ints),
-    _A.STRINGS: lambda a: _strings(a.strings),
+_ATTR_READERS: dict[int, Callable[[AttributeProto], object]] = {
+    proto.FLOAT: lambda a: float(a.f),
+    proto.INT: lambda a: int(a.i),
+    proto.STRING: lambda a: _strings([a.s])[0],
+    proto.FLOATS: lambda a: tuple(float(v) for v in a.floats),
+    proto.INTS: lambda a: tuple(int(v) for v in a.ints),
+    proto.STRINGS: lambda a: _strings(a.strings),
 }
 
 
-def _metadata(model: onnx.ModelProto) -> dict[str, str]:
+def _metadata(model: ModelProto) -> dict[str, str]:
     meta = {f"onnx.{k}": text(getattr(model, k), k) for k in
             ("producer_name", "producer_version", "domain") if getattr(model, k)}
     for entry in model.metadata_props:

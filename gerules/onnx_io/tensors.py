@@ -20,13 +20,16 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import onnx
-from onnx import numpy_helper
 
 from ..errors import ModelError, ResourceLimit
 from ..ir import dtypes
+from .proto import EXTERNAL, TensorProto
+
+if TYPE_CHECKING:
+    import onnx
 
 INT64_MAX = 2**63 - 1
 MAX_RANK = 64  # NumPy's limit (ONNX sets none)
@@ -53,7 +56,7 @@ _ALL_TYPED = ("float_data", "double_data", "int32_data", "int64_data", "uint64_d
               "string_data")
 
 # Reads ``nbytes`` of external data for a tensor (set by the loader, which knows the folder).
-ExternalReader = Callable[[onnx.TensorProto, int], bytearray]
+ExternalReader = Callable[[TensorProto, int], bytearray]
 
 
 def check_dims(dims: Sequence[int], dtype: str, *, tensor: str,
@@ -82,14 +85,14 @@ def stored_bytes(numel: int, dtype: str) -> int:
     return numel * dtypes.itemsize(dtype) if bits is None else -(-numel * bits // 8)
 
 
-def tensor_dtype(t: onnx.TensorProto, name: str) -> str:
+def tensor_dtype(t: TensorProto, name: str) -> str:
     try:
         return dtypes.from_onnx(t.data_type)
     except ModelError as e:
         raise e.with_place(tensor=name) from None
 
 
-def tensor_to_array(t: onnx.TensorProto, *, name: str, max_bytes: int,
+def tensor_to_array(t: TensorProto, *, name: str, max_bytes: int,
                     external: ExternalReader | None = None) -> np.ndarray:
     """The array a ``TensorProto`` holds (read-only, native byte order)."""
     dtype = tensor_dtype(t, name)
@@ -98,7 +101,7 @@ def tensor_to_array(t: onnx.TensorProto, *, name: str, max_bytes: int,
     nbytes = stored_bytes(numel, dtype)
     if t.HasField("segment"):
         raise ModelError("segmented tensors are not supported", tensor=name)
-    if t.data_location == onnx.TensorProto.EXTERNAL:
+    if t.data_location == EXTERNAL:
         _no_inline_data(t, name, "external data")
         if external is None:
             raise ModelError("uses external data; loading from bytes needs base_dir (the folder "
@@ -117,7 +120,7 @@ def tensor_to_array(t: onnx.TensorProto, *, name: str, max_bytes: int,
     return array
 
 
-def _no_inline_data(t: onnx.TensorProto, name: str, source: str) -> None:
+def _no_inline_data(t: TensorProto, name: str, source: str) -> None:
     """A tensor whose data comes from ``source`` must not also carry typed values."""
     for field in _ALL_TYPED:
         if len(getattr(t, field)):
@@ -139,7 +142,7 @@ def _from_bytes(data: bytes | bytearray, dtype: str, nbytes: int, name: str) -> 
     return flat if sys.byteorder == "little" else flat.astype(dtypes.to_numpy(dtype))
 
 
-def _from_typed(t: onnx.TensorProto, dtype: str, numel: int, name: str) -> np.ndarray:
+def _from_typed(t: TensorProto, dtype: str, numel: int, name: str) -> np.ndarray:
     field = _TYPED_FIELD[dtype]
     values = getattr(t, field)
     if len(values) != numel:
@@ -174,5 +177,7 @@ def unpack(packed: np.ndarray, dtype: str, numel: int) -> np.ndarray:
 
 def array_to_tensor(array: np.ndarray, name: str) -> onnx.TensorProto:
     """A ``TensorProto`` with ``raw_data`` holding ``array`` exactly."""
+    from onnx import numpy_helper
+
     dtypes.of(array)  # refuses element types the IR cannot hold
     return numpy_helper.from_array(np.asarray(array, order="C"), name)  # keeps 0-d arrays 0-d

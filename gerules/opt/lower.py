@@ -32,7 +32,7 @@ class Lowered:
     roots: dict[str, int]  # graph output name -> class
     tensors: dict[str, int] = field(default_factory=dict)  # tensor name -> class at lowering
     producers: dict[str, Node] = field(default_factory=dict)  # tensor name -> original node
-    const_names: dict[str, str] = field(default_factory=dict)  # ConstTensor key -> init name
+    const_names: dict[ConstTensor, str] = field(default_factory=dict)  # content -> init name
     node_enodes: list[tuple[Node, ENode, int]] = field(default_factory=list)
 
     def class_of(self, tensor: str) -> int:
@@ -52,7 +52,7 @@ def lower(graph: Graph, ctx: TermContext | None = None, *, explanations: bool = 
         if name in low.tensors:
             continue  # a graph input with a default: the input wins
         node = const_node(array)
-        low.const_names.setdefault(node.get("value").key, name)
+        low.const_names.setdefault(node.get("value"), name)
         low.tensors[name] = egraph.add(node)
     used = _used_outputs(graph)
     for node in graph.nodes:
@@ -75,8 +75,7 @@ def _lower_node(low: Lowered, node: Node, used: set[str]) -> None:
     if node.op == "Constant" and not node.domain:
         value = _constant_value(low, node)
         if value is not None:
-            key = ConstTensor(value).key
-            low.const_names.setdefault(key, node.outputs[0])
+            low.const_names.setdefault(ConstTensor(value), node.outputs[0])
             low.tensors[node.outputs[0]] = egraph.add(const_node(value))
             low.producers[node.outputs[0]] = node
             return

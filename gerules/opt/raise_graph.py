@@ -74,7 +74,7 @@ def raise_graph(source: Graph, low: Lowered, ext: Extraction) -> Graph:
             names[cid] = ""
         elif op == CONST:
             tensor = enode.get("value")
-            want = out_names.get(cid) or low.const_names.get(tensor.key) or "const"
+            want = out_names.get(cid) or low.const_names.get(tensor) or "const"
             name = namer.claim(want) if want != "const" else namer.fresh("const")
             names[cid] = name
             inits[name] = tensor.array

@@ -34,10 +34,9 @@ import numpy as np
 from ..cost import NpuCostModel, SocProfile, profile_for
 from ..cost.profile import DEFAULT_SOC
 from ..errors import ResourceLimit, UsageError
-from ..ir.graph import Graph
+from ..ir.graph import Graph, unique_arrays
 from ..ir.registry import Registry, default_registry
 from ..memory.liveness import Liveness, analyze
-from ..memory.plan import unique_arrays
 from . import cuts as cutlib
 
 METHODS = ("depth", "memory", "cost")
@@ -307,7 +306,7 @@ def _weights(graph: Graph, nodes: Sequence[int]) -> int:
         arrays += [graph.initializers[n] for n in node.present_inputs()
                    if n in graph.initializers]
         arrays += [v for v in node.attrs.values() if isinstance(v, np.ndarray)]
-    return sum(int(a.nbytes) for a in unique_arrays(arrays))
+    return sum(int(a.nbytes) for a in unique_arrays(arrays)[0])
 
 
 def _peak(fig: _Figures, a: int, b: int) -> int:

@@ -32,7 +32,7 @@ from ..errors import UsageError
 from ..ir.graph import Graph, Node
 from ..ir.registry import Registry, default_registry, suggest
 from ..memory.plan import weights_bytes
-from .casts import Conversion, Decide, convert
+from .casts import Conversion, Decide, convert, estimated_weights_bytes
 from .measure import CHECKS, DEFAULT_CHECK, OutputError, check_precision, measure_error
 from .policy import (
     DEFAULT_MODE,
@@ -219,15 +219,21 @@ def _estimate(before: Graph, after: Graph, soc: str | SocProfile, registry: Regi
 
 def estimate_fp16(graph: Graph, soc: str | SocProfile, registry: Registry | None = None
                   ) -> dict[str, Any]:
-    """Estimated latency and weight bytes now and under ``force_fp16`` (cost model only)."""
+    """Estimated latency and weight bytes now and under ``force_fp16`` (cost model only).
+
+    The float16 graph is built from types alone (``convert(estimate=True)``): no weight is
+    copied or converted, its bytes follow from its dtype and shape.
+    """
     registry = registry or default_registry()
     model = NpuCostModel(soc, registry)
     fp16, conv = convert(graph, "float32", "float16",
-                         _decider(PrecisionOptions(FORCE_FP16), KeepDtype(), registry), registry)
+                         _decider(PrecisionOptions(FORCE_FP16), KeepDtype(), registry), registry,
+                         estimate=True)
     now, then = model.graph(graph).total_us, model.graph(fp16).total_us
     return {"mode": FORCE_FP16, "estimated_us": round(now, 3),
             "estimated_us_fp16": round(then, 3), "estimated_saving_us": round(now - then, 3),
-            "weights_bytes": weights_bytes(graph), "weights_bytes_fp16": weights_bytes(fp16),
+            "weights_bytes": weights_bytes(graph),
+            "weights_bytes_fp16": estimated_weights_bytes(fp16, conv),
             "nodes_converted": conv.converted, "label": LABEL}
 
 

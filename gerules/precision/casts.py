@@ -35,7 +35,7 @@ import numpy as np
 from ..errors import GeError
 from ..ir.attrs import Attrs
 from ..ir.dtypes import ONNX_CODES
-from ..ir.graph import Graph, Node, TensorType
+from ..ir.graph import Graph, Node, TensorType, unique_arrays
 from ..ir.infer import infer_node, schema_for
 from ..ir.registry import Registry
 from ..ir.verify import verify
@@ -78,12 +78,15 @@ class Conversion:
     weights: int = 0  # initializers converted ahead of time
     weight_bytes: tuple[int, int] = (0, 0)  # bytes of those weights before, after
     overflow: int = 0  # weight values beyond the target's range (saturated to its largest)
+    # estimate only: converted weight -> the source array its placeholder stands for
+    sources: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 class _Rewriter:
     def __init__(self, graph: Graph, source: str, target: str, decide: Decide,
-                 registry: Registry) -> None:
+                 registry: Registry, estimate: bool) -> None:
         self.graph, self.registry, self.decide = graph, registry, decide
+        self.estimate = estimate
         self.S, self.T = source, target
         self.orig: dict[str, str] = {}
         for v in (*graph.inputs, *graph.value_info.values()):
@@ -216,6 +219,11 @@ class _Rewriter:
 
     def convert_weight(self, name: str, new: str, dtype: str) -> None:
         old = self.inits[name]
+        if self.estimate:  # a zero-stride stand-in of the new type: no bytes, no copy
+            self.inits[new] = np.broadcast_to(np.zeros((), dtype), old.shape)
+            self.report.sources[new] = old
+            self.report.weights += 1
+            return
         with np.errstate(over="ignore"):  # overflowing values are replaced just below
             arr = old.astype(dtype)
         if arr.dtype.itemsize < old.dtype.itemsize:  # narrowing: saturate, never inf
@@ -224,6 +232,7 @@ class _Rewriter:
             if over.any():
                 self.report.overflow += int(np.count_nonzero(over))
                 arr = np.clip(old, -top, top).astype(dtype)
+        arr.setflags(write=False)  # ours alone: the Graph keeps it without copying
         self.inits[new] = arr
         before, after = self.report.weight_bytes
         self.report.weight_bytes = (before + old.nbytes, after + arr.nbytes)
@@ -255,8 +264,24 @@ class _Rewriter:
 
 
 def convert(graph: Graph, source: str, target: str, decide: Decide,
-            registry: Registry) -> tuple[Graph, Conversion]:
-    """``graph`` (shape-inferred) with its ``source`` float ops moved to ``target`` as decided."""
-    rewriter = _Rewriter(graph, source, target, decide, registry)
+            registry: Registry, *, estimate: bool = False) -> tuple[Graph, Conversion]:
+    """``graph`` (shape-inferred) with its ``source`` float ops moved to ``target`` as decided.
+
+    ``estimate``: only the types matter (the cost model's estimate of a mode nobody asked
+    for). Converted weights are then zero-stride stand-ins of the new dtype, not copies;
+    ``Conversion.sources`` names what each stands for, and ``weights_bytes`` counts them.
+    """
+    rewriter = _Rewriter(graph, source, target, decide, registry, estimate)
     result = verify(rewriter.run(), registry)
     return result, rewriter.report
+
+
+def estimated_weights_bytes(graph: Graph, conversion: Conversion) -> int:
+    """Bytes of ``graph``'s weights, identical ones once, stand-ins at their would-be size."""
+    inits = graph.initializers
+    real = [a for k, a in inits.items() if k not in conversion.sources]
+    stood = {k: conversion.sources[k] for k in inits if k in conversion.sources}
+    size = {k: inits[k].nbytes for k in stood}
+    by_source = {id(a): k for k, a in stood.items()}
+    return (sum(a.nbytes for a in unique_arrays(real)[0])
+            + sum(size[by_source[id(a)]] for a in unique_arrays(stood.values())[0]))

@@ -63,6 +63,8 @@ _FUSED_FIXED: Mapping[str, frozenset[str]] = {
     "ge.FusedConv": frozenset({"Conv", "Add"}),
     "ge.FusedMatMul": frozenset({"MatMul", "Gemm", "Add"}),
     "ge.Attention": frozenset({"MatMul", "Softmax", "Mul", "Add"}),
+    "ge.MultiHeadAttention": frozenset({"MatMul", "Softmax", "Mul", "Add", "Reshape",
+                                        "Transpose"}),
     "ge.AddLayerNorm": frozenset({"Add", "LayerNormalization"}),
     "ge.Gelu": frozenset({"Gelu"}),
 }

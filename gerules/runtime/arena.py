@@ -4,8 +4,9 @@ Invariants:
 - A ``Program`` is built once per compiled variant: the steps in plan order with their kernels
   and resolved attributes, each tensor's (offset, dtype, shape), and per step the positions on
   other streams it must wait for.
-- An ``Arena`` is one ``np.empty`` buffer (64-byte aligned) with a view per tensor. Kernels
-  compute fresh arrays from their inputs; the step then copies each output into its view, so
+- An ``Arena`` is one ``np.empty`` buffer (64-byte aligned) with a view per tensor. An op
+  with a ``kernel_out`` computes straight into its output views (no temporary, no copy);
+  other kernels compute fresh arrays that the step then copies into the views. Either way
   in-place and reused blocks behave exactly as the plan says: a wrong plan gives wrong numbers.
 - The environment a step reads (weights, feeds, arena views) is never mutated during a run, so
   steps on different threads never race on it; a step's outputs live only in its own scratch
@@ -26,10 +27,10 @@ from ..errors import GeError, KernelError, ResourceLimit
 from ..ir.dtypes import to_numpy
 from ..ir.graph import Graph, Node
 from ..ir.infer import schema_for
-from ..ir.registry import Call, KernelFn, Registry
+from ..ir.registry import Call, KernelFn, KernelOutFn, Registry
 from ..memory.plan import MemoryPlan
 from ..memory.timeline import stream_preds
-from .executor import run_step
+from .executor import kernel_errors, run_step
 
 BASE_ALIGN = 64
 
@@ -40,6 +41,7 @@ class Step:
     kernel: KernelFn
     call: Call
     waits: tuple[int, ...]  # positions on other streams whose outputs this step reads
+    kernel_out: KernelOutFn | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +76,7 @@ class Program:
             raise e.with_place(node=node.label, op=node.qualified_op) from None
         mine = self.plan.streams[pos]
         waits = tuple(p for p in preds if self.plan.streams[p] != mine)
-        return Step(node, schema.kernel, call, waits)
+        return Step(node, schema.kernel, call, waits, schema.kernel_out)
 
     @staticmethod
     def _slot(graph: Graph, name: str, offset: int) -> Slot:
@@ -125,8 +127,13 @@ class ArenaPool:
 
 
 def execute(step: Step, env: Mapping[str, np.ndarray], views: Mapping[str, np.ndarray]) -> None:
-    """Run one step: read ``env``, compute, copy each output into its arena view."""
+    """Run one step: read ``env``, compute into (or copy into) each output's arena view."""
     node = step.node
+    if step.kernel_out is not None and all(name in views for name in node.outputs):
+        args = [env[i] if i else None for i in node.inputs]
+        with kernel_errors(node):
+            step.kernel_out(args, step.call, [views[name] for name in node.outputs])
+        return
     scratch = {name: env[name] for name in node.present_inputs()}
     run_step(node, step.kernel, step.call, scratch)
     for name in node.outputs:

@@ -12,7 +12,8 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,16 +65,23 @@ class Executor:
         return {name: env[name] for name in self.graph.output_names}
 
 
-def run_step(node: Node, kernel: KernelFn, call: Call, env: dict[str, np.ndarray]) -> None:
-    """Run one node's kernel on ``env`` and store its outputs there."""
-    args = [env[i] if i else None for i in node.inputs]
+@contextmanager
+def kernel_errors(node: Node) -> Iterator[None]:
+    """A kernel's failure as a ``GeError`` naming the node."""
     try:
-        outs = kernel(args, call)
+        yield
     except GeError as e:
         raise e.with_place(node=node.label, op=node.qualified_op)
     except (ValueError, TypeError, IndexError, KeyError, ArithmeticError, MemoryError,
             AssertionError, RuntimeError) as e:
         raise KernelError(f"kernel failed: {e}", node=node.label, op=node.qualified_op) from None
+
+
+def run_step(node: Node, kernel: KernelFn, call: Call, env: dict[str, np.ndarray]) -> None:
+    """Run one node's kernel on ``env`` and store its outputs there."""
+    args = [env[i] if i else None for i in node.inputs]
+    with kernel_errors(node):
+        outs = kernel(args, call)
     if len(outs) < len([o for o in node.outputs if o]):
         raise KernelError(f"kernel gave {len(outs)} outputs for {len(node.outputs)}",
                           node=node.label, op=node.qualified_op)

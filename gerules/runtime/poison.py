@@ -1,10 +1,10 @@
 """A checking run: the arena poisoned wherever the plan says no live tensor is.
 
-Our kernels compute fresh arrays and the step copies them into the arena, so a plan that lets
-a node's output share bytes with an input it still reads (a tensor freed one step early, an
-overwrite that is not a declared in-place or view alias) gives right numbers anyway, while a
-real NPU kernel streaming its output over its input would not. ``run_poisoned`` removes that
-cover:
+Kernels without ``kernel_out`` compute fresh arrays that the step copies into the arena, so
+a plan that lets a node's output share bytes with an input it still reads (a tensor freed one
+step early, an overwrite that is not a declared in-place or view alias) gives right numbers
+anyway, while a real NPU kernel streaming its output over its input would not.
+``run_poisoned`` removes that cover:
 
 - the whole arena starts as 0xFF bytes (NaN for floats, -1 for signed integers);
 - before each step, the blocks of its outputs are poisoned, except an output that is a

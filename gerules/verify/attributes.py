@@ -64,12 +64,21 @@ def sample_attrs(op: str, draw: Draw, x: Operand | None) -> dict[str, Any]:
         "Elu": lambda: {"alpha": draw.pick([1.0, 0.5])},
         "Cast": lambda: {"to": draw.pick(FLOAT_CODES)},
         "ge.Attention": lambda: {"scale": draw.pick([0.125, 0.5, 1.0])},
+        "ge.MultiHeadAttention": lambda: {"scale": draw.pick([0.125, 0.5, 1.0]),
+                                          "num_heads": _heads(draw, x)},
         "Shape": lambda: {"start": draw.pick([0, 0, 1, -1])},
     }
     if op.startswith("Reduce"):
         return {"keepdims": int(draw.coin())}
     make = table.get(op)
     return make() if make is not None else {}
+
+
+def _heads(draw: Draw, x: Operand | None) -> int:
+    """A head count that divides Q's last dim (a third of it when K and V are packed in)."""
+    last = x.value.shape[-1] if x is not None and x.value is not None and x.value.ndim else 1
+    width = last // 3 if last % 3 == 0 and draw.coin() else last
+    return int(draw.pick([h for h in range(1, width + 1) if width % h == 0]))
 
 
 def attr_candidate(name: str, kind: str, draw: Draw, x: Operand | None,

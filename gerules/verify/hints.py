@@ -5,13 +5,15 @@ chance (shapes that agree, a constant of 1), some almost never are (``approx(c, 
 on a random constant). ``Hints`` reads the few guard forms that pin a variable down:
 
 - ``const(a, b, ...)``: the variables are initializers, not graph inputs;
-- ``rank(v) == k`` and ``shape(v) == [..]``: ``v`` has rank ``k`` (``candidates.pinned_ranks``);
+- ``rank(v) == k`` and ``shape(v) == [..]``: ``v`` has rank ``k`` (``candidates.pinned_ranks``;
+  for a binder, the rank its op's result must have, which a ``Reshape`` target follows);
+- ``shape(a) == shape(b)``: the one drawn second takes the other's shape (``alike``);
 - ``approx(v, EXPR, ..)``, ``v == EXPR`` and ``EXPR == v`` with a closed ``EXPR``: ``v`` holds
   that value everywhere;
 - ``splat(v)``: every element of ``v`` is the same number;
 - ``numel(v) == 1``: ``v`` is a scalar;
 - ``dtype(v) == f16`` and ``dtype(v) in (f16, f32)``: instances are drawn in those types more
-  often (``dtypes``).
+  often (``dtypes``); ``dtype(v) == bool``: ``v`` is drawn as a boolean tensor (``bools``).
 
 Invariant: hints only bias the instances; the guards themselves still decide (an instance is
 used only when the compiled rule accepts it), so a wrong hint costs time, never soundness.
@@ -40,6 +42,8 @@ class Hints:
     splats: set[str] = field(default_factory=set)
     scalars: set[str] = field(default_factory=set)
     dtypes: set[str] = field(default_factory=set)
+    alike: dict[str, set[str]] = field(default_factory=dict)  # shape(a) == shape(b), both ways
+    bools: set[str] = field(default_factory=set)
 
     @staticmethod
     def of(rule: ast.Rule) -> Hints:
@@ -61,7 +65,15 @@ class Hints:
                 self._value(e.args[0].name, e.args[1])
         elif isinstance(e, ast.Binary) and e.op in ("==", "in") and _is_dtype_of(e.left):
             self.dtypes.update(_dtype_names(e.right))
+            arg = e.left.args[0]  # type: ignore[attr-defined]
+            if isinstance(e.right, ast.Name) and e.right.name == "bool" and isinstance(
+                    arg, ast.Name):
+                self.bools.add(arg.name)
         elif isinstance(e, ast.Binary) and e.op == "==":
+            left, right = _shape_of(e.left), _shape_of(e.right)
+            if left and right:
+                self.alike.setdefault(left, set()).add(right)
+                self.alike.setdefault(right, set()).add(left)
             for a, b in ((e.left, e.right), (e.right, e.left)):
                 if isinstance(a, ast.Name):
                     self._value(a.name, b)
@@ -90,6 +102,13 @@ def _dtype_names(e: ast.Expr) -> list[str]:
 
 
 FLOAT_NAMES = {"f16": "float16", "f32": "float32", "f64": "float64"}
+
+
+def _shape_of(e: ast.Expr) -> str | None:
+    if isinstance(e, ast.Call) and e.func == "shape" and len(e.args) == 1 and isinstance(
+            e.args[0], ast.Name):
+        return e.args[0].name
+    return None
 
 
 def _numel_of(e: ast.Expr) -> str | None:

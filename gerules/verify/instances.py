@@ -207,13 +207,20 @@ class InstanceBuilder:
         port = schema.inputs[min(slot, len(schema.inputs) - 1)].name
         op, draw = call.qualified, state.draw
         data = operands[0] if slot else None
-        found = int_operand(op, port, draw, data, attrs) or scalar_operand(op, port, draw)
+        rank = self.hints.ranks.get(call.binder) if call.binder else None
+        found = (int_operand(op, port, draw, data, attrs, rank)
+                 or scalar_operand(op, port, draw))
         if found is not None:
             return found
         arg = call.args[slot]
         name = arg.name if isinstance(arg, ast.Name) else None
+        twin = next((state.operands[state.tensors[n]] for n in sorted(
+            self.hints.alike.get(name or "", ())) if n in state.tensors), None)
+        if twin is not None and twin.value is not None and twin.value.dtype.kind == "f":
+            return self._hinted(name, tensor(draw, twin.shape), draw)  # shape(a) == shape(b)
+        pinned = self.hints.ranks.get(name or "")
         like = [o for o in state.operands.values() if o.value is not None and not o.const
-                and o.value.dtype.kind == "f"]
+                and o.value.dtype.kind == "f" and pinned in (None, o.value.ndim)]
         if slot == 0 and op not in SHAPED and like and draw.coin(0.5):  # shape(a) == shape(b)
             proposal = tensor(draw, draw.pick(like).shape)
             return self._hinted(name, proposal, draw)
@@ -229,6 +236,8 @@ class InstanceBuilder:
         if name is None or o.value is None:
             return o
         value = o.value
+        if name in self.hints.bools:
+            value = np.asarray(value > 0)
         if name in self.hints.scalars:
             value = value.reshape(-1)[:1].reshape(()) if value.size else value
         if name in self.hints.values:

@@ -135,8 +135,16 @@ def random_rank(draw: Draw, lo: int = 1, hi: int = 4) -> int:
 # ----------------------------------------------------------------------------- int inputs
 
 
-def reshape_target(draw: Draw, shape: tuple[int, ...]) -> Operand:
-    """A valid target for ``Reshape``: a refactoring of the element count, maybe with -1/0."""
+def reshape_target(draw: Draw, shape: tuple[int, ...], rank: int | None = None) -> Operand:
+    """A valid target for ``Reshape``: a refactoring of the element count, maybe with -1/0;
+    sometimes (always when ``rank`` asks for one more or one less dim) the last dim split in
+    two or the last two merged (attention heads), the split at the smallest factor, so equal
+    shapes split alike across a pattern."""
+    split = shape and (f := _smallest_factor(shape[-1]))
+    if split and (rank == len(shape) + 1 or rank is None and draw.coin(0.2)):
+        return ints([*shape[:-1], f, shape[-1] // f])
+    if len(shape) >= 2 and (rank == len(shape) - 1 or rank is None and draw.coin(0.2)):
+        return ints([*shape[:-2], shape[-2] * shape[-1]])
     n = math.prod(shape)
     dims: list[int] = []
     rest = n
@@ -150,6 +158,10 @@ def reshape_target(draw: Draw, shape: tuple[int, ...]) -> Operand:
     elif draw.coin(0.2) and shape and len(dims) == len(shape) and dims[0] == shape[0]:
         dims[0] = 0
     return ints(dims)
+
+
+def _smallest_factor(n: int) -> int | None:
+    return next((f for f in range(2, n + 1) if n % f == 0), None)
 
 
 def expand_target(draw: Draw, shape: tuple[int, ...]) -> Operand:
@@ -196,7 +208,7 @@ INT_PORTS = frozenset({
 # Ops whose first operand has a structure of its own (not just "like a sibling").
 SHAPED = frozenset({"MatMul", "Gemm", "Conv", "ge.FusedConv", "ge.FusedMatMul",
                     "BatchNormalization", "InstanceNormalization", "LayerNormalization",
-                    "ge.AddLayerNorm", "ge.Attention"})
+                    "ge.AddLayerNorm", "ge.Attention", "ge.MultiHeadAttention"})
 
 
 def is_int_port(op: str, port: str) -> bool:
@@ -204,12 +216,13 @@ def is_int_port(op: str, port: str) -> bool:
 
 
 def int_operand(op: str, port: str, draw: Draw, data: Operand | None,
-                attrs: dict[str, Any]) -> Operand | None:
-    """A value for an integer (shape, axes, indices) or flag input, or None if not one."""
+                attrs: dict[str, Any], rank: int | None = None) -> Operand | None:
+    """A value for an integer (shape, axes, indices) or flag input, or None if not one;
+    ``rank``: the rank a guard pins the op's result to (a ``Reshape`` target follows it)."""
     shape = data.shape if data is not None and data.value is not None else ()
     key = f"{op}.{port}"
     if key == "Reshape.shape":
-        return reshape_target(draw, shape)
+        return reshape_target(draw, shape, rank)
     if key == "Expand.shape":
         return expand_target(draw, shape)
     if key == "Tile.repeats":
@@ -320,12 +333,27 @@ def attention_operand(draw: Draw, operands: Sequence[Operand | None], slot: int)
     if slot == 0 or q is None or q.value is None:
         return tensor(draw, (draw.integer(1, 2), draw.integer(1, 2), draw.dim(), draw.dim()))
     b, h, s, d = q.shape
-    s2 = int(draw.memo.setdefault("s2", draw.dim()))
+    kt = operands[1] if len(operands) > 1 else None
+    known = kt.shape[-1] if kt is not None and kt.value is not None else draw.dim()
+    s2 = int(draw.memo.setdefault("s2", known))
     if slot == 1:
         return tensor(draw, (b, h, d, s2))
     if slot == 2:
         return tensor(draw, (b, h, s2, draw.dim()))
     return tensor(draw, broadcast_variant(draw, (b, h, s, s2)))
+
+
+def mha_operand(draw: Draw, operands: Sequence[Operand | None], slot: int,
+                attrs: dict[str, Any]) -> Operand:
+    """Q, K, V ``[B, S, H*D]`` alike (packed: ``3*H*D``), a Mask broadcasting to the scores."""
+    q = operands[0]
+    h = int(attrs.get("num_heads") or 1)
+    if slot == 0 or q is None or q.value is None:
+        return tensor(draw, (draw.integer(1, 2), draw.dim(), h * draw.dim()))
+    if slot in (1, 2):
+        return tensor(draw, q.shape)
+    k = operands[1] if operands[1] is not None and operands[1].value is not None else q
+    return tensor(draw, broadcast_variant(draw, (q.shape[0], h, q.shape[1], k.shape[1])))
 
 
 def gemm_operand(draw: Draw, operands: Sequence[Operand | None], slot: int,
@@ -360,6 +388,8 @@ def float_operand(op: str, schema: OpSchema, draw: Draw, operands: Sequence[Oper
         return norm_operand(op, draw, operands, slot, attrs)
     if op == "ge.Attention":
         return attention_operand(draw, operands, slot)
+    if op == "ge.MultiHeadAttention":
+        return mha_operand(draw, operands, slot, attrs)
     if op == "Gemm":
         return gemm_operand(draw, operands, slot, attrs)
     if schema.has(ELEMENTWISE) or slot > 0:

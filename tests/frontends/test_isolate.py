@@ -34,7 +34,11 @@ def _leftovers() -> set[str]:
     return {p for p in os.listdir(tempfile.gettempdir()) if p.startswith("gerules-isolate-")}
 
 
-def test_the_request_and_the_copied_inputs_reach_the_function(tmp_path: Path) -> None:
+def test_the_request_and_the_copied_inputs_reach_the_function(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A temp folder of its own: other processes on the machine make isolate folders too.
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "a.bin").write_bytes(b"AAA")
     before = _leftovers()
     out = run_isolated(PROBE, {"probe": "echo", "text": "hello"}, limits=LIMITS,

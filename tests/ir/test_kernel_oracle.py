@@ -165,6 +165,36 @@ def test_fused_attention_matches_unfused(mask: bool, seed: int) -> None:
 
 
 @settings(max_examples=8)
+@given(mask=st.booleans(), packed=st.booleans(), seed=st.integers(0, 2**16))
+def test_fused_multi_head_attention_matches_unfused(mask: bool, packed: bool, seed: int) -> None:
+    """Reshape + Transpose per head around the attention, as exporters write it."""
+    rng = np.random.default_rng(seed)
+    b, s, h, d = 2, 3, 2, 4
+    q, k, v = (rng.standard_normal((b, s, h * d)).astype(np.float32) for _ in range(3))
+    m = np.where(rng.random((b, 1, 1, s)) < 0.3, -1e4, 0).astype(np.float32)
+    inits = {"heads": np.array([b, s, h, d], np.int64), "merged": np.array([b, s, h * d],
+                                                                          np.int64),
+             "scale": np.array(0.5, np.float32), "m": m}
+    nodes = []
+    for name, perm in (("q", (0, 2, 1, 3)), ("k", (0, 2, 3, 1)), ("v", (0, 2, 1, 3))):
+        nodes += [helper.make_node("Reshape", [name, "heads"], [f"{name}4"]),
+                  helper.make_node("Transpose", [f"{name}4"], [f"{name}h"], perm=perm)]
+    nodes += [helper.make_node("MatMul", ["qh", "kh"], ["sc"]),
+              helper.make_node("Mul", ["sc", "scale"], ["ss"])]
+    if mask:
+        nodes.append(helper.make_node("Add", ["ss", "m"], ["sm"]))
+    nodes += [helper.make_node("Softmax", ["sm" if mask else "ss"], ["p"], axis=-1),
+              helper.make_node("MatMul", ["p", "vh"], ["o"]),
+              helper.make_node("Transpose", ["o"], ["ot"], perm=(0, 2, 1, 3)),
+              helper.make_node("Reshape", ["ot", "merged"], ["y"])]
+    theirs = _ort(nodes, {"q": q, "k": k, "v": v}, inits)
+    args = [np.concatenate([q, k, v], axis=-1), None, None] if packed else [q, k, v]
+    (ours,) = evaluate("MultiHeadAttention", [*args, m if mask else None],
+                       {"num_heads": h, "scale": 0.5}, domain="ge")
+    _close(ours, theirs)
+
+
+@settings(max_examples=8)
 @given(bias=st.booleans(), eps=st.sampled_from([1e-5, 1e-3, 0.3]), seed=st.integers(0, 2**16))
 def test_fused_add_layer_norm_and_gelu_match_unfused(bias: bool, eps: float, seed: int) -> None:
     rng = np.random.default_rng(seed)
@@ -214,5 +244,5 @@ def test_fused_elementwise_matches_unfused(chain: int, broadcast: bool, seed: in
 
 def test_every_fused_op_has_an_oracle_test() -> None:
     fused = {op for domain, op in default_registry().ops("ge")}
-    assert fused == {"FusedConv", "FusedMatMul", "Attention", "AddLayerNorm", "Gelu",
-                     "Elementwise"}, fused
+    assert fused == {"FusedConv", "FusedMatMul", "Attention", "MultiHeadAttention",
+                     "AddLayerNorm", "Gelu", "Elementwise"}, fused

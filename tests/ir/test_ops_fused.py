@@ -158,6 +158,49 @@ def test_attention_mask_must_broadcast_to_scores() -> None:
         infer_types("Attention", types, domain="ge")
 
 
+# ----------------------------------------------------------------------------- MultiHeadAttention
+
+
+def _heads_ref(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None,
+               heads: int, scale: float) -> np.ndarray:
+    """Reshape + Transpose around the unfused attention, as exporters write it."""
+    def split(x: np.ndarray, perm: tuple[int, ...]) -> np.ndarray:
+        shape = np.array([x.shape[0], x.shape[1], heads, x.shape[2] // heads], np.int64)
+        return ev("Transpose", ev("Reshape", x, shape), perm=perm)
+
+    y = _attention_ref(split(q, (0, 2, 1, 3)), split(k, (0, 2, 3, 1)), split(v, (0, 2, 1, 3)),
+                       mask, scale)
+    merged = ev("Transpose", y, perm=(0, 2, 1, 3))
+    return ev("Reshape", merged, np.array([q.shape[0], q.shape[1], -1], np.int64))
+
+
+def test_multi_head_attention_equals_split_attention_merge() -> None:
+    q, k, v = rand(2, 5, 12), rand(2, 7, 12), rand(2, 7, 6)
+    mask = np.where(RNG.random((2, 1, 1, 7)) < 0.3, -1e4, 0).astype(np.float32)
+    (got,) = ge("MultiHeadAttention", q, k, v, mask, num_heads=3, scale=0.4)
+    assert got.shape == (2, 5, 6)
+    np.testing.assert_allclose(got, _heads_ref(q, k, v, mask, 3, 0.4), rtol=1e-5, atol=1e-6)
+
+
+def test_packed_qkv_is_q_k_v_side_by_side() -> None:
+    q, k, v = rand(1, 4, 8), rand(1, 4, 8), rand(1, 4, 8)
+    (got,) = ge("MultiHeadAttention", np.concatenate([q, k, v], axis=-1), None, None,
+                num_heads=2)
+    np.testing.assert_allclose(got, _heads_ref(q, k, v, None, 2, 0.5), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shapes", [
+    [(1, 4, 8), (1, 4, 9), (1, 4, 9)],  # K does not split into the heads
+    [(1, 4, 8), (1, 4, 8), None],  # K without V
+    [(1, 4, 10), None, None],  # packed, not a multiple of 3
+    [(1, 4, 8), (1, 6, 8), (1, 6, 8), (1, 1, 4, 5)],  # the mask does not fit the scores
+])
+def test_multi_head_attention_refuses_bad_shapes(shapes: list) -> None:
+    types = [None if s is None else TensorType("float32", s) for s in shapes]
+    with pytest.raises(ShapeError):
+        infer_types("MultiHeadAttention", types, attrs={"num_heads": 2}, domain="ge")
+
+
 # ----------------------------------------------------------------------------- AddLayerNorm
 
 

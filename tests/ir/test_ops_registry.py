@@ -32,11 +32,12 @@ CHEAP_OPS = """Softplus Selu Elu Floor Ceil Round Sign Sin Cos Or Xor LessOrEqua
 ReduceMin ReduceProd ReduceL2 Mod IsNaN IsInf NonZero ScatterND GatherND DepthToSpace
 SpaceToDepth InstanceNormalization PRelu GlobalMaxPool Hardmax OneHot Sum Mean BitShift
 MatMulInteger""".split()
-GE_OPS = ["FusedConv", "FusedMatMul", "Attention", "AddLayerNorm", "Elementwise", "Gelu"]
+GE_OPS = ["FusedConv", "FusedMatMul", "Attention", "MultiHeadAttention", "AddLayerNorm",
+          "Elementwise", "Gelu"]
 
 CUBE = {"Conv", "ConvTranspose", "MatMul", "Gemm", "Einsum", "MatMulInteger", "FusedConv",
-        "FusedMatMul", "Attention", "FlexAttention", "ConvInteger", "QLinearConv",
-        "QLinearMatMul", "DeformConv"}
+        "FusedMatMul", "Attention", "MultiHeadAttention", "FlexAttention", "ConvInteger",
+        "QLinearConv", "QLinearMatMul", "DeformConv"}
 SCALAR = {"Shape", "Size", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Range",
           "ConstantOfShape", "Constant", "Identity", "Dropout", "EyeLike", "HannWindow",
           "HammingWindow", "BlackmanWindow", "MelWeightMatrix", "NonMaxSuppression", "If",

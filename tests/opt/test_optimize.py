@@ -48,8 +48,10 @@ EXPECTED_NPU = {
     "cnn": {"ge.FusedConv": 2},
     "residual_block": {"ge.FusedConv": 2},
     # with symbolic batch and sequence dims: shape arithmetic keeps them symbolic, so the
-    # embeddings' sum + norm fuses too (four residual Add + LayerNorm pairs)
-    "transformer_encoder": {"ge.Attention": 2, "ge.AddLayerNorm": 4},
+    # embeddings' sum + norm fuses too (four residual Add + LayerNorm pairs); each layer's
+    # head split/merge and its Q, K, V projections go into one attention op
+    "transformer_encoder": {"ge.MultiHeadAttention": 2, "ge.Attention": 0,
+                            "ge.AddLayerNorm": 4, "Transpose": 0},
     # every Conv+BN+ReLU (and Conv+BN+Add+ReLU) fused; the two 1x1 downsample Conv+BN
     # branches feed their block's fused conv as its residual input
     "tiny_resnet": {"ge.FusedConv": 9, "Conv": 2, "BatchNormalization": 0, "Relu": 0,

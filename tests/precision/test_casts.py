@@ -11,6 +11,7 @@ from gerules.compiler import fix_input_shapes
 from gerules.errors import UsageError
 from gerules.ir.graph import Graph
 from gerules.ir.verify import verify
+from gerules.memory.plan import weights_bytes
 from gerules.onnx_io import load_model
 from gerules.opt.optimize import OptimizeOptions, optimize
 from gerules.precision import (
@@ -134,6 +135,28 @@ def test_must_keep_origin_dtype_changes_nothing_and_estimates_fp16(
     est = report.to_json()["estimate"]
     assert est["weights_bytes_fp16"] * 2 == est["weights_bytes"]
     assert est["estimated_us_fp16"] > 0 and "estimated" in est["label"]
+
+
+def test_fp16_estimate_matches_a_real_conversion_without_copying_weights() -> None:
+    """Two readers of one weight, an identical copy of it and an integer weight: the estimate
+    (stand-ins, no float16 copy) counts the bytes the converted graph really holds."""
+    w = np.arange(16, dtype=np.float32).reshape(4, 4)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["a"]),
+             helper.make_node("MatMul", ["a", "w_copy"], ["b"]),
+             helper.make_node("Add", ["b", "w"], ["c"]),
+             helper.make_node("Reshape", ["c", "shape"], ["y"])]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(w.copy(), "w_copy"),
+             numpy_helper.from_array(np.array([16], np.int64), "shape")]
+    model = helper.make_model(helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16])], inits),
+        opset_imports=[helper.make_opsetid("", 17)])
+    graph = _graph(model, {})
+    real, _ = apply_precision(graph, PrecisionOptions("force_fp16"))
+    _, report = apply_precision(graph, PrecisionOptions())
+    est = report.to_json()["estimate"]
+    assert est["weights_bytes"] == w.nbytes + 8
+    assert est["weights_bytes_fp16"] == weights_bytes(real) == w.nbytes // 2 + 8
 
 
 # ---- models that already hold Casts: the simplify rules cancel the redundant ones --------

@@ -12,6 +12,7 @@ Invariants:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -31,6 +32,7 @@ from ..registry import (
     FoldTypesFn,
     InferFn,
     KernelFn,
+    KernelOutFn,
     OpSchema,
     Port,
     Unit,
@@ -216,6 +218,7 @@ def schema(
     unit_of: UnitFn | None = None,
     domain: str = "",
     doc: str = "",
+    kernel_out: KernelOutFn | None = None,
     widen_low: bool = True,
 ) -> OpSchema:
     """An ``OpSchema`` from the compact port notation of ``ports``.
@@ -227,6 +230,8 @@ def schema(
     """
     if widen_low and SHAPE_OP not in traits:
         kernel = low_precision(kernel)
+        if kernel_out is not None:
+            kernel_out = low_precision_out(kernel_out, kernel)
     return OpSchema(
         op=op,
         since_version=since,
@@ -242,6 +247,7 @@ def schema(
         fold_types=fold_types,
         doc=doc,
         unit_of=unit_of,
+        kernel_out=kernel_out,
     )
 
 
@@ -257,6 +263,20 @@ def low_precision(kernel: KernelFn) -> KernelFn:
         wide = [x.astype(np.float32) if x is not None and x.dtype == low else x
                 for x in inputs]
         return [y.astype(low) if y.dtype == np.float32 else y for y in kernel(wide, call)]
+
+    return run
+
+
+def low_precision_out(kernel_out: KernelOutFn, kernel: KernelFn) -> KernelOutFn:
+    """``kernel_out``, except that bfloat16/float8 operands or outputs go through ``kernel``
+    (the widened one) and are copied into ``outs``."""
+
+    def run(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
+        if not any(x is not None and x.dtype.name in LOW_FLOATS for x in (*inputs, *outs)):
+            kernel_out(inputs, call, outs)
+            return
+        for out, y in zip(outs, kernel(inputs, call), strict=False):
+            out[...] = y
 
     return run
 
@@ -365,3 +385,23 @@ def lattr(call: Call, name: str) -> list[int] | None:
     """An ``ints`` attribute as a list, ``None`` when absent."""
     value = call.attrs.get(name)
     return None if value is None else ints(value)
+
+
+_SCRATCH = threading.local()
+
+
+def scratch(shape: Sequence[int], dtype: np.dtype | type) -> np.ndarray:
+    """A work array of ``shape`` (uninitialised) from this thread's reusable buffer.
+
+    Kernels use it for temporaries they fill and drop before returning (im2col patches), so
+    the buffer's pages are touched once per thread instead of being mapped anew per call.
+    The array is valid until the next ``scratch`` call on the same thread.
+    """
+    dt = np.dtype(dtype)
+    nbytes = prod(shape) * dt.itemsize
+    buf = getattr(_SCRATCH, "buf", None)
+    if buf is None or buf.nbytes < nbytes:
+        buf = np.empty(max(nbytes, 1 << 20) + 64, np.uint8)
+        _SCRATCH.buf = buf
+    start = -buf.ctypes.data % 64
+    return buf[start:start + nbytes].view(dt).reshape(tuple(shape))

@@ -15,12 +15,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from ...errors import ShapeError
 from ..dtypes import OP_FLOATS
 from ..graph import TensorType
 from ..registry import ELEMENTWISE, INPLACE, Call
+from . import _special
 from ._common import (
     Arrays,
     Types,
@@ -32,6 +32,7 @@ from ._common import (
     out_elems,
     same_dtype,
     schema,
+    scratch,
     unary,
     widen,
 )
@@ -49,7 +50,7 @@ def leaky_relu(x: np.ndarray, alpha: float = 0.01) -> np.ndarray:
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
-    return np.asarray(special.expit(x))
+    return _special.sigmoid(x)
 
 
 def hard_sigmoid(x: np.ndarray, alpha: float = 0.2, beta: float = 0.5) -> np.ndarray:
@@ -60,13 +61,21 @@ def hard_swish(x: np.ndarray) -> np.ndarray:
     return np.asarray(x * hard_sigmoid(x, 1.0 / 6.0, 0.5))
 
 
-def gelu(x: np.ndarray, approximate: str = "none") -> np.ndarray:
+def gelu(x: np.ndarray, approximate: str = "none", out: np.ndarray | None = None
+         ) -> np.ndarray:
+    """x * (1 + erf(x / sqrt 2)) / 2 (or the tanh form), into ``out`` (may be ``x``)."""
+    f = x.dtype.type
     if approximate == "tanh":
-        inner = x.dtype.type(SQRT_2_OVER_PI) * (x + x.dtype.type(0.044715) * x * x * x)
-        return np.asarray(x.dtype.type(0.5) * x * (1 + np.tanh(inner)))
+        inner = f(SQRT_2_OVER_PI) * (x + f(0.044715) * x * x * x)
+        return np.multiply(f(0.5) * x, 1 + np.tanh(inner), out=out)
     if approximate != "none":
         raise ShapeError(f"Gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return np.asarray(x.dtype.type(0.5) * x * (1 + special.erf(x / x.dtype.type(np.sqrt(2.0)))))
+    t = scratch(x.shape, x.dtype)  # (1 + erf(x / sqrt 2)) / 2, then times x
+    np.divide(x, f(np.sqrt(2.0)), out=t)
+    _special.erf(t, out=t)
+    t += f(1)
+    t *= f(0.5)
+    return np.multiply(x, t, out=out)
 
 
 def softplus(x: np.ndarray) -> np.ndarray:
@@ -151,6 +160,18 @@ def activate(y: np.ndarray, attrs: Mapping[str, Any]) -> np.ndarray:
         return y
     with np.errstate(all="ignore"):
         return np.asarray(ACTIVATIONS[name](widen(y), attrs)).astype(y.dtype, copy=False)
+
+
+def activate_into(y: np.ndarray, attrs: Mapping[str, Any]) -> np.ndarray:
+    """``activate`` written back into ``y`` (Relu without any temporary); returns ``y``."""
+    name = check_activation(attrs)
+    if name == "Relu":
+        np.maximum(y, y.dtype.type(0), out=y)
+    elif name == "Gelu" and y.dtype != np.float16:
+        gelu(y, str(attrs.get("gelu_approximate") or "none"), out=y)
+    elif name:
+        y[...] = activate(y, attrs)
+    return y
 
 
 def check_activation(attrs: Mapping[str, Any]) -> str:

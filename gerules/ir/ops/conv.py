@@ -1,9 +1,11 @@
 """Conv and ConvTranspose (ai.onnx), with the kernels the fused ``ge.FusedConv`` reuses.
 
 Invariants:
-- ``conv(x, w, b, attrs)`` is the one convolution: im2col through an ``as_strided`` view
-  (one copy) and one batched BLAS matmul for all groups; 1x1 stride-1 convs skip the copy;
-  depthwise convs accumulate one strided slice per kernel tap (no loop over pixels).
+- ``conv(x, w, b, attrs, out=None)`` is the one convolution: im2col through an
+  ``as_strided`` view copied into the thread's scratch buffer, then one BLAS matmul for all
+  groups written straight into ``out`` (the runtime's arena view) when given; 1x1 stride-1
+  convs skip the copy (a plain matmul); depthwise convs accumulate one strided slice per
+  kernel tap (no loop over pixels). The bias is added in place.
 - Arithmetic stays in the input dtype (float32 accumulates in float32); float16 runs in
   float32 and is rounded once.
 - ConvTranspose scatters ``W^T @ X`` back with one strided add per kernel tap, then crops
@@ -22,7 +24,7 @@ import numpy as np
 from ...errors import KernelError, ShapeError
 from ..graph import Dim, TensorType
 from ..registry import Call
-from ._common import Arrays, Types, at, attr, ints, need, prod, same_dtype, schema
+from ._common import Arrays, Types, at, attr, ints, need, prod, same_dtype, schema, scratch
 from ._window import kernel_of, out_shape, pad_for, taps, window
 
 CONV_ATTRS = [
@@ -65,26 +67,33 @@ def conv_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
 
 
 def _im2col(xp: np.ndarray, win: Any) -> np.ndarray:
-    """``[N, C, *kernel, *out]`` patches of the padded input (one contiguous copy)."""
+    """``[N, C, *kernel, *out]`` patches of the padded input (one copy, into scratch)."""
     n_sp = len(win.kernel)
     st = xp.strides
     shape = (*xp.shape[:2], *win.kernel, *win.out)
     strides = (st[0], st[1], *(st[2 + i] * win.dilations[i] for i in range(n_sp)),
                *(st[2 + i] * win.strides[i] for i in range(n_sp)))
     view = np.lib.stride_tricks.as_strided(xp, shape, strides, writeable=False)
-    return np.ascontiguousarray(view)
+    cols = scratch(shape, xp.dtype)
+    np.copyto(cols, view)
+    return cols
 
 
-def _depthwise(xp: np.ndarray, w: np.ndarray, win: Any) -> np.ndarray:
-    """Grouped conv with one input channel per group: one strided add per tap."""
+def _depthwise(xp: np.ndarray, w: np.ndarray, win: Any, y: np.ndarray) -> np.ndarray:
+    """Grouped conv with one input channel per group into ``y``: one strided add per tap."""
     mult = w.shape[0] // xp.shape[1]
     if mult > 1:
         xp = np.repeat(xp, mult, axis=1)
-    y = np.zeros((xp.shape[0], w.shape[0], *win.out), dtype=xp.dtype)
     wf = w.reshape(w.shape[0], -1)
     bshape = (1, w.shape[0]) + (1,) * len(win.kernel)
+    term = scratch(y.shape, y.dtype)
     for t, sl in enumerate(taps(win)):
-        y += xp[(slice(None), slice(None), *sl)] * wf[:, t].reshape(bshape)
+        src = xp[(slice(None), slice(None), *sl)]
+        if t == 0:
+            np.multiply(src, wf[:, t].reshape(bshape), out=y)
+        else:
+            np.multiply(src, wf[:, t].reshape(bshape), out=term)
+            y += term
     return y
 
 
@@ -99,13 +108,17 @@ def _is_pointwise(win: Any) -> bool:
             and not any(win.begin) and not any(win.end))
 
 
-def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None,
-         attrs: Mapping[str, Any]) -> np.ndarray:
-    """N-d grouped convolution ``[N, C, *sp] * [M, C/g, *k] (+ b)`` in x's dtype."""
+def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, attrs: Mapping[str, Any],
+         out: np.ndarray | None = None) -> np.ndarray:
+    """N-d grouped convolution ``[N, C, *sp] * [M, C/g, *k] (+ b)`` in x's dtype, written
+    into ``out`` when given (it must have the result's shape and dtype)."""
     dtype = x.dtype
     if dtype == np.float16:
         x, w = x.astype(np.float32), w.astype(np.float32)
         b = None if b is None else b.astype(np.float32)
+        if out is not None:
+            out[...] = conv(x, w, b, attrs)
+            return out
     group = int(attrs.get("group", 1))
     win = window(x.shape[2:], kernel_of(attrs, w.shape, x.ndim - 2), attrs)
     if tuple(w.shape[2:]) != win.kernel:
@@ -115,29 +128,40 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None,
         raise KernelError(f"Conv: input has {x.shape[1]} channels, weight expects "
                           f"{w.shape[1] * group}")
     w = w.astype(x.dtype, copy=False)
-    y = _conv_core(x, w, group, win)
+    if out is None:
+        out = np.empty((x.shape[0], w.shape[0], *win.out), x.dtype)
+    y = _conv_core(x, w, group, win, out)
     if b is not None:
-        y += b.astype(y.dtype).reshape((1, -1) + (1,) * (y.ndim - 2))
+        y += b.astype(y.dtype, copy=False).reshape((1, -1) + (1,) * (y.ndim - 2))
     return y.astype(dtype, copy=False)
 
 
-def _conv_core(x: np.ndarray, w: np.ndarray, group: int, win: Any) -> np.ndarray:
+def _conv_core(x: np.ndarray, w: np.ndarray, group: int, win: Any, y: np.ndarray
+               ) -> np.ndarray:
     n, c = x.shape[:2]
     m = w.shape[0]
     if group == c and w.shape[1] == 1 and group > 1 and _taps_pay(win):
-        return _depthwise(pad_for(x, win), w, win)
+        return _depthwise(pad_for(x, win), w, win, y)
     if _is_pointwise(win):
         cols = x.reshape(n, group, c // group, -1)
     else:
         cols = _im2col(pad_for(x, win), win).reshape(n, group, -1, prod(win.out))
     wg = w.reshape(group, m // group, -1)
-    y = np.matmul(wg, cols)  # [g, M/g, K] @ [N, g, K, P] -> [N, g, M/g, P]
-    return np.asarray(y.reshape(n, m, *win.out))
+    if n == 1 and group == 1:  # one plain BLAS call: [M, K] @ [K, P] -> [M, P]
+        np.matmul(wg[0], cols[0, 0], out=y.reshape(m, -1))
+    else:  # [g, M/g, K] @ [N, g, K, P] -> [N, g, M/g, P]
+        np.matmul(wg, cols, out=y.reshape(n, group, m // group, -1))
+    return y
 
 
 def _conv_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     x, w = need(at(inputs, 0), "Conv", "X"), need(at(inputs, 1), "Conv", "W")
     return [conv(x, w, at(inputs, 2), call.attrs)]
+
+
+def _conv_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
+    x, w = need(at(inputs, 0), "Conv", "X"), need(at(inputs, 1), "Conv", "W")
+    conv(x, w, at(inputs, 2), call.attrs, outs[0])
 
 
 def _conv_infer_node(types: Types, _c: object, call: Call) -> list[TensorType]:
@@ -249,7 +273,7 @@ def _ct_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
 
 SCHEMAS = [
     schema("Conv", 1, "X W B?", "Y", _conv_infer_node, _conv_kernel, attrs=CONV_ATTRS,
-           unit="cube", flops=conv_flops,
+           unit="cube", flops=conv_flops, kernel_out=_conv_out,
            doc="N-d grouped convolution with strides, dilations, pads or auto_pad"),
     schema("ConvTranspose", 1, "X W B?", "Y", _ct_infer, _ct_kernel,
            attrs=[*CONV_ATTRS, attr("output_padding", "ints"), attr("output_shape", "ints")],

@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from scipy import special
 
 from ...errors import KernelError, ShapeError
 from ..dtypes import INTS, OP_FLOATS
 from ..graph import TensorType
 from ..registry import COMMUTATIVE, ELEMENTWISE, INPLACE, Call, OpSchema
+from . import _special
 from ._common import (
     Arrays,
     Types,
@@ -205,7 +205,7 @@ SCHEMAS = [
     unary("Floor", 6, np.floor, dtypes=FLOAT, doc="elementwise round toward -inf"),
     unary("Ceil", 6, np.ceil, dtypes=FLOAT, doc="elementwise round toward +inf"),
     unary("Round", 11, _round, dtypes=FLOAT, doc="round half to even"),
-    unary("Erf", 9, special.erf, flops_per_elem=8, doc="the Gauss error function"),
+    unary("Erf", 9, _special.erf, flops_per_elem=8, doc="the Gauss error function"),
     unary("Sin", 7, np.sin, flops_per_elem=4, doc="elementwise sine"),
     unary("Cos", 7, np.cos, flops_per_elem=4, doc="elementwise cosine"),
     unary("Tan", 7, np.tan, flops_per_elem=4, doc="elementwise tangent"),

@@ -12,6 +12,11 @@ Invariants:
 - Attention: ``softmax(Q @ Kt * scale + Mask) @ V`` computed in float32 (float64 inputs in
   float64, so the fusion stays exact for them too) with the maximum subtracted; ``Kt`` is the
   already transposed key ``[..., D, Sk]``; ``scale`` defaults to ``1 / sqrt(D)``.
+- MultiHeadAttention: ``Attention`` with the heads split and merged inside: Q ``[B, Sq,
+  H*D]``, K ``[B, Sk, H*D]``, V ``[B, Sk, H*Dv]`` are read as ``[B, S, H, D]`` and moved to
+  ``[B, H, S, D]`` (K to ``[B, H, D, Sk]``), the result ``[B, H, Sq, Dv]`` goes back to
+  ``[B, Sq, H*Dv]``; ``num_heads`` is H; the Mask broadcasts against ``[B, H, Sq, Sk]``. With
+  K and V absent, the first input holds Q, K and V side by side on its last axis (thirds).
 - AddLayerNorm: ``S = X + R``, ``Y = LayerNormalization(S)``; the optional second output is
   ``S`` itself (for the next residual).
 """
@@ -42,7 +47,13 @@ from ._common import (
     schema,
     widen,
 )
-from .activation import ACTIVATION_FLOPS, activate, check_activation, gelu, gelu_flops
+from .activation import (
+    ACTIVATION_FLOPS,
+    activate_into,
+    check_activation,
+    gelu,
+    gelu_flops,
+)
 from .conv import CONV_ATTRS, conv, conv_flops, conv_infer
 from .linalg import blas_ready, matmul_shape
 from .norm import layer_norm
@@ -90,13 +101,22 @@ def _fconv_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
     return [_residual(y, at(types, 3), "residual Z", "ge.FusedConv")]
 
 
-def _fconv_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+def _fconv(inputs: Arrays, call: Call, out: np.ndarray | None) -> np.ndarray:
+    """conv, then the residual and the activation in place in its output."""
     x, w = need(at(inputs, 0), "ge.FusedConv", "X"), need(at(inputs, 1), "ge.FusedConv", "W")
-    y = conv(x, w, at(inputs, 2), call.attrs)
+    y = conv(x, w, at(inputs, 2), call.attrs, out)
     z = at(inputs, 3)
     if z is not None:
-        y = y + z.astype(y.dtype, copy=False)
-    return [activate(y, call.attrs)]
+        y += z.astype(y.dtype, copy=False)
+    return activate_into(y, call.attrs)
+
+
+def _fconv_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    return [_fconv(inputs, call, None)]
+
+
+def _fconv_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
+    _fconv(inputs, call, outs[0])
 
 
 def _fconv_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
@@ -122,15 +142,33 @@ def _fmm_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
     return [_residual(y, at(types, 2), "bias C", "ge.FusedMatMul")]
 
 
-def _fmm_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+def _fmm(inputs: Arrays, call: Call, out: np.ndarray | None) -> np.ndarray:
+    """One BLAS matmul into ``out``, then the bias and the activation in place."""
     a, b = need(at(inputs, 0), "ge.FusedMatMul", "A"), need(at(inputs, 1), "ge.FusedMatMul")
     if iattr(call, "transB"):
         b = np.swapaxes(b, -1, -2)
-    y = np.matmul(blas_ready(widen(a)), blas_ready(widen(b)))
     c = at(inputs, 2)
+    if a.dtype == np.float16:  # float32 arithmetic, rounded once at the end
+        y = np.matmul(blas_ready(widen(a)), blas_ready(widen(b)))
+        if c is not None:
+            y += widen(c)
+        y = activate_into(y, call.attrs).astype(a.dtype)
+        if out is None:
+            return y
+        out[...] = y
+        return out
+    y = np.matmul(blas_ready(a), blas_ready(b), out=out)
     if c is not None:
-        y = y + widen(c)
-    return [activate(np.asarray(y).astype(a.dtype, copy=False), call.attrs)]
+        y += c
+    return activate_into(y, call.attrs)
+
+
+def _fmm_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    return [_fmm(inputs, call, None)]
+
+
+def _fmm_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
+    _fmm(inputs, call, outs[0])
 
 
 def _fmm_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
@@ -156,19 +194,24 @@ def _attn_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
 
 def _attn_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     q, kt, v = (need(at(inputs, i), "ge.Attention") for i in range(3))
-    scale = call.attrs.get("scale")
+    return [attention(q, kt, v, at(inputs, 3), call.attrs.get("scale"))]
+
+
+def attention(q: np.ndarray, kt: np.ndarray, v: np.ndarray, mask: np.ndarray | None,
+              scale: object) -> np.ndarray:
+    """softmax(q @ kt * scale + mask) @ v in float32 (float64 for float64), max subtracted."""
     s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)  # type: ignore[arg-type]
     work = np.float64 if q.dtype == np.float64 else np.float32
-    q32, kt32 = blas_ready(q.astype(work)), blas_ready(kt.astype(work))
-    scores = np.matmul(q32, kt32) * work(s)
-    mask = at(inputs, 3)
+    q32, kt32 = blas_ready(q.astype(work, copy=False)), blas_ready(kt.astype(work, copy=False))
+    scores = np.matmul(q32, kt32)
+    scores *= work(s)
     if mask is not None:
-        scores = scores + mask.astype(work)
-    scores = scores - np.max(scores, axis=-1, keepdims=True)
+        scores += mask.astype(work, copy=False)
+    scores -= np.max(scores, axis=-1, keepdims=True)
     with np.errstate(all="ignore"):
-        p = np.exp(scores)
-        p /= np.sum(p, axis=-1, keepdims=True)
-    return [np.matmul(p, blas_ready(v.astype(work))).astype(q.dtype, copy=False)]
+        np.exp(scores, out=scores)
+        scores /= np.sum(scores, axis=-1, keepdims=True)
+    return np.matmul(scores, blas_ready(v.astype(work, copy=False))).astype(q.dtype, copy=False)
 
 
 def _attn_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
@@ -182,6 +225,92 @@ def _attn_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
     return rows * sk * (2 * d + 2 * dv + 6)
 
 
+# ----------------------------------------------------------------------------- MultiHeadAttention
+
+
+def _mha_parts(types: Types, call: Call) -> tuple[TensorType, TensorType, TensorType]:
+    """Q, K, V types (split from the packed first input when K and V are absent)."""
+    q = need(at(types, 0), "ge.MultiHeadAttention", "Q")
+    k, v = at(types, 1), at(types, 2)
+    if (k is None) != (v is None):
+        raise ShapeError("ge.MultiHeadAttention: give both K and V, or neither (packed Q)")
+    if k is not None and v is not None:
+        return q, k, v
+    if q.shape is None or not isinstance(q.shape[-1], int) or q.shape[-1] % 3:
+        raise ShapeError(f"ge.MultiHeadAttention: packed QKV {fmt(q.shape)} needs a last dim "
+                         "divisible by 3")
+    third = TensorType(q.dtype, (*q.shape[:-1], q.shape[-1] // 3))
+    return third, third, third
+
+
+def _heads(t: TensorType, h: int, what: str) -> int | str:
+    """D: the per-head size of a ``[B, S, H*D]`` tensor."""
+    if t.shape is None or len(t.shape) != 3:
+        raise ShapeError(f"ge.MultiHeadAttention: {what} must be [B, S, H*D], got {fmt(t.shape)}")
+    last = t.shape[-1]
+    if isinstance(last, int) and (h < 1 or last % h):
+        raise ShapeError(f"ge.MultiHeadAttention: {what} {fmt(t.shape)} does not split into "
+                         f"{h} heads")
+    return last // h if isinstance(last, int) else "?"
+
+
+def _mha_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
+    q, k, v = _mha_parts(types, call)
+    h = iattr(call, "num_heads")
+    dtype = same_dtype([q, k, v], "ge.MultiHeadAttention")
+    d, dk = _heads(q, h, "Q"), _heads(k, h, "K")
+    _heads(v, h, "V")
+    if isinstance(d, int) and isinstance(dk, int) and d != dk:
+        raise ShapeError(f"ge.MultiHeadAttention: Q {fmt(q.shape)} and K {fmt(k.shape)} differ "
+                         "in head size")
+    assert q.shape is not None and k.shape is not None and v.shape is not None
+    mask = at(types, 3)
+    if mask is not None:
+        scores = TensorType(dtype, (q.shape[0], h, q.shape[1], k.shape[1]))
+        _residual(scores, mask, "Mask", "ge.MultiHeadAttention")
+    return [TensorType(dtype, (q.shape[0], q.shape[1], v.shape[2]))]
+
+
+def _split_heads(x: np.ndarray, h: int, perm: tuple[int, ...]) -> np.ndarray:
+    b, s, hd = x.shape
+    return x.reshape(b, s, h, hd // h).transpose(perm)
+
+
+def _mha(inputs: Arrays, call: Call, out: np.ndarray | None) -> np.ndarray:
+    q, k, v = need(at(inputs, 0), "ge.MultiHeadAttention"), at(inputs, 1), at(inputs, 2)
+    if k is None or v is None:
+        q, k, v = np.split(q, 3, axis=-1)
+    h = iattr(call, "num_heads")
+    y = attention(_split_heads(q, h, (0, 2, 1, 3)), _split_heads(k, h, (0, 2, 3, 1)),
+                  _split_heads(v, h, (0, 2, 1, 3)), at(inputs, 3), call.attrs.get("scale"))
+    merged = y.transpose(0, 2, 1, 3)  # [B, Sq, H, Dv]
+    if out is None:
+        return np.ascontiguousarray(merged).reshape(q.shape[0], q.shape[1], -1)
+    np.copyto(out.reshape(merged.shape), merged)
+    return out
+
+
+def _mha_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    return [_mha(inputs, call, None)]
+
+
+def _mha_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
+    _mha(inputs, call, outs[0])
+
+
+def _mha_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
+    try:
+        q, k, v = _mha_parts(ins, call)
+    except ShapeError:
+        return numel_of(outs[0])
+    h = max(iattr(call, "num_heads"), 1)
+    sk = k.shape[1] if k.shape and isinstance(k.shape[1], int) else 1
+    d = q.shape[-1] // h if q.shape and isinstance(q.shape[-1], int) else 1
+    dv = v.shape[-1] // h if v.shape and isinstance(v.shape[-1], int) else 1
+    rows = numel_of(q) // max(d, 1)  # batch * heads * Sq
+    return rows * sk * (2 * d + 2 * dv + 6)
+
+
 # ----------------------------------------------------------------------------- AddLayerNorm
 
 
@@ -192,12 +321,27 @@ def _aln_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
     return [s, s][: max(1, call.num_outputs)]
 
 
-def _aln_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+def _aln(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """S = X + R (into the S output, or into Y's buffer when S is not wanted), then
+    LayerNormalization(S) into Y in place. Y may share X's buffer (INPLACE): X is read
+    before Y is written."""
     x, r, scale = (need(at(inputs, i), "ge.AddLayerNorm") for i in range(3))
-    s = x + r
+    want_s = call.num_outputs > 1
+    target = outs[1] if want_s and len(outs) > 1 else (outs[0] if outs and not want_s
+                                                       else None)
+    s = np.add(x, r, out=target) if target is not None and target.shape == np.broadcast_shapes(
+        x.shape, r.shape) else x + r
     y, _, _ = layer_norm(s, scale, at(inputs, 3), iattr(call, "axis", -1),
-                         fattr(call, "epsilon", 1e-5))
+                         fattr(call, "epsilon", 1e-5), out=outs[0] if outs else None)
     return [y, s][: max(1, call.num_outputs)]
+
+
+def _aln_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    return _aln(inputs, call, ())
+
+
+def _aln_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
+    _aln(inputs, call, outs)
 
 
 # ----------------------------------------------------------------------------- Gelu
@@ -217,15 +361,22 @@ def _gelu_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
 SCHEMAS = [
     schema("FusedConv", 1, "X W B? Z?", "Y", _fconv_infer, _fconv_kernel, domain="ge",
            attrs=[*CONV_ATTRS, *ACT_ATTRS], unit="cube", flops=_fconv_flops,
+           kernel_out=_fconv_out,
            doc="Y = act(Conv(X, W, B) + Z): conv, optional residual, fused activation"),
     schema("FusedMatMul", 1, "A B C?", "Y", _fmm_infer, _fmm_kernel, domain="ge",
            attrs=[*ACT_ATTRS, attr("transB", "int", 0)], unit="cube", flops=_fmm_flops,
+           kernel_out=_fmm_out,
            doc="Y = act(A @ B' + C): batched matmul, optional bias, fused activation"),
     schema("Attention", 1, "Q Kt V Mask?", "Y", _attn_infer, _attn_kernel, domain="ge",
            attrs=[attr("scale", "float")], unit="cube", flops=_attn_flops,
            doc="Y = softmax(Q @ Kt * scale + Mask) @ V (Kt already transposed)"),
+    schema("MultiHeadAttention", 1, "Q K? V? Mask?", "Y", _mha_infer, _mha_kernel,
+           domain="ge", attrs=[attr("num_heads", "int", required=True), attr("scale", "float")],
+           unit="cube", flops=_mha_flops, kernel_out=_mha_out,
+           doc="Y = merge_heads(Attention(split_heads(Q), split_heads(K)^T, split_heads(V), "
+               "Mask)): heads split and merged inside; K and V absent: Q is packed QKV"),
     schema("AddLayerNorm", 1, "X R Scale B?", "Y S?", _aln_infer, _aln_kernel, domain="ge",
-           attrs=[attr("axis", "int", -1), attr("epsilon", "float", 1e-5)],
+           attrs=[attr("axis", "int", -1), attr("epsilon", "float", 1e-5)], kernel_out=_aln_out,
            traits={INPLACE}, flops=lambda ins, outs, call: 9 * numel_of(outs[0]),
            doc="Y = LayerNormalization(X + R); optional second output S = X + R"),
     schema("Gelu", 1, "X", "Y", _gelu_infer, _gelu_kernel, domain="ge",

@@ -37,6 +37,7 @@ from ._common import (
     norm_axis,
     numel_of,
     schema,
+    scratch,
     widen,
 )
 
@@ -76,7 +77,9 @@ def _bn_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     xw = widen(x)
     dt = xw.dtype
     inv = (scale.astype(dt) / np.sqrt(var.astype(dt) + dt.type(eps))).reshape(shape)
-    y = (xw - mean.astype(dt).reshape(shape)) * inv + b.astype(dt).reshape(shape)
+    y = xw - mean.astype(dt).reshape(shape)  # one array; the rest in place, same order
+    y *= inv
+    y += b.astype(dt).reshape(shape)
     return [y.astype(x.dtype, copy=False)]
 
 
@@ -115,19 +118,29 @@ def _stats_dtype(x_dtype: str, stash: int) -> str:
 
 
 def layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, axis: int,
-               eps: float, stash: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(Y, Mean, InvStdDev)`` of ONNX LayerNormalization."""
+               eps: float, stash: int = 1, out: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(Y, Mean, InvStdDev)`` of ONNX LayerNormalization; Y into ``out`` when given (it
+    may be ``x`` itself: x is read before Y is written)."""
     a = norm_axis(axis, x.ndim)
     dt = np.dtype(_stats_dtype(x.dtype.name, stash))
     xs = x.astype(dt, copy=False)
     axes = tuple(range(a, x.ndim))
     mean = np.mean(xs, axis=axes, keepdims=True)
-    diff = xs - mean
-    inv = 1 / np.sqrt(np.mean(diff * diff, axis=axes, keepdims=True) + dt.type(eps))
-    y = diff * inv * scale.astype(dt)
+    in_place = out is not None and out.dtype == dt
+    diff = np.subtract(xs, mean, out=out if in_place else None)
+    square = scratch(diff.shape, dt)
+    np.multiply(diff, diff, out=square)
+    inv = 1 / np.sqrt(np.mean(square, axis=axes, keepdims=True) + dt.type(eps))
+    diff *= inv
+    diff *= scale.astype(dt, copy=False)
     if bias is not None:
-        y = y + bias.astype(dt)
-    return y.astype(x.dtype, copy=False), mean, inv
+        diff += bias.astype(dt, copy=False)
+    y = diff.astype(x.dtype, copy=False)
+    if out is not None and y is not out:
+        out[...] = y
+        y = out
+    return y, mean, inv
 
 
 def _ln_infer(types: Types, _c: object, call: Call) -> list[TensorType]:

@@ -22,9 +22,10 @@ AxisFn = Callable[[np.ndarray, int], np.ndarray]
 
 
 def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
-    z = x - np.max(x, axis=axis, keepdims=True)
-    e = np.exp(z)
-    return np.asarray(e / np.sum(e, axis=axis, keepdims=True))
+    e = np.asarray(x - np.max(x, axis=axis, keepdims=True))  # one array, then in place
+    np.exp(e, out=e)
+    e /= np.sum(e, axis=axis, keepdims=True)
+    return e
 
 
 def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
