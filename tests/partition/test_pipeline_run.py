@@ -116,3 +116,23 @@ def test_stages_on_ray_actors_equal_the_single_device_run(compiled, ray_cluster)
     assert ray_cluster.is_initialized()  # a cluster it joined is left running
     with Session(path, devices=2) as s:  # auto: Ray is installed
         _same(s.run(batches[1]), want[1])
+
+
+def test_running_without_ray_never_imports_it(compiled, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Ray is an optional import: neither an ordinary .om nor the local backend loads it."""
+    import subprocess
+    import sys
+
+    plain, _ = compiled("resnet")
+    piped, _ = compiled("resnet", partitions=3)
+    code = ("import sys, contextlib, io\nfrom gerules.cli.main import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    assert main(['run', {str(plain)!r}]) == 0\n"
+            f"    assert main(['run', {str(piped)!r}]) == 0\n"
+            f"    assert main(['run', {str(piped)!r}, '--devices', '3',\n"
+            "                 '--backend', 'local']) == 0\n"
+            "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
