@@ -111,6 +111,19 @@ def best_cuts(cost: np.ndarray, k: int) -> tuple[list[int], float] | None:
     return _min_sum(allowed, k), float(worst)
 
 
+def fewest_segments(cost: np.ndarray, most: int) -> int | None:
+    """The fewest segments (at most ``most``) that cut ``[0, m)`` with only finite cells of
+    ``cost`` (``None`` when none does): one ``O(m^2)`` pass per segment count."""
+    m = cost.shape[0] - 1
+    valid = np.triu(np.isfinite(cost), 1)
+    reach = valid[0].copy()  # reach[j]: [0, j) can be cut into k segments
+    for k in range(1, most + 1):
+        if reach[m]:
+            return k
+        reach = np.any(reach[:, None] & valid, axis=0)
+    return None
+
+
 def _minimax(c: np.ndarray, k: int) -> float:
     """The smallest possible slowest segment over cuts of ``[0, m)`` into ``k`` segments."""
     best = c[0].copy()  # best[j]: cutting [0, j) into 1 segment

@@ -215,16 +215,14 @@ def partition_by_memory(graph: Graph, limit: int, stages: int | None = None, *,
     mats = fig.matrices()
     fits = np.where(mats["memory"] <= limit, mats["time"], np.inf)
     _refuse_single_ops(fig, limit)
-    counts = [stages] if stages else range(1, min(MAX_STAGES, fig.m) + 1)
-    for k in counts:
-        found = cutlib.best_cuts(fits, k)
+    most = min(MAX_STAGES, fig.m)
+    fewest = cutlib.fewest_segments(fits, most)
+    if fewest is not None and (stages is None or stages >= fewest):
+        found = cutlib.best_cuts(fits, stages or fewest)
         if found is not None:
             return _finish(fig, fig.cut_at(found[0]), "memory", registry, limit)
-    fewest = next((k for k in range(1, min(MAX_STAGES, fig.m) + 1)
-                   if cutlib.best_cuts(fits, k) is not None), None)
-    hint = (f"; {fewest} stages fit" if fewest else
-            f"; not even {min(MAX_STAGES, fig.m)} stages fit")
-    raise ResourceLimit(f"no split into {stages} stage(s) keeps every stage under "
+    hint = f"; {fewest} stages fit" if fewest else f"; not even {most} stages fit"
+    raise ResourceLimit(f"no split into {stages or most} stage(s) keeps every stage under "
                         f"{_human(limit)}{hint} (--partitions)")
 
 

@@ -177,3 +177,12 @@ def test_needs_counts_each_value_once_per_segment() -> None:
             want = sum(u.nbytes for u in uses if u.producer < a
                        and any(a <= r < b for r in u.readers))
             assert got[a, b] == want
+
+
+def test_fewest_segments_is_the_smallest_count_that_cuts() -> None:
+    rng = np.random.default_rng(5)
+    m = 8
+    for _ in range(20):
+        cost = np.where(rng.random((m + 1, m + 1)) < 0.45, 1.0, np.inf)
+        want = next((k for k in range(1, m + 1) if np.isfinite(_brute_force(cost, k))), None)
+        assert cutlib.fewest_segments(cost, m) == want
