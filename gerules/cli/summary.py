@@ -139,9 +139,10 @@ def conversion_summary(report: Mapping[str, Any], phases: Mapping[str, float]) -
     return "\n".join(lines)
 
 
-def pipeline_summary(pipe: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """A pipelined model's stages and schedule estimate, without the per-event timeline."""
-    if not pipe:
+def pipeline_summary(pipe: Any) -> dict[str, Any] | None:
+    """A pipelined model's stages and schedule estimate, without the per-event timeline
+    (``None`` when there is none, or when a tampered report holds something else)."""
+    if not _pipeline_shaped(pipe):
         return None
     keys = ("nodes", "compute_us", "transfer_us", "us", "transfer_bytes", "weights_bytes",
             "arena_bytes", "activation_bytes")
@@ -153,10 +154,24 @@ def pipeline_summary(pipe: Mapping[str, Any] | None) -> dict[str, Any] | None:
             "schedule": schedule}
 
 
-def pipeline_lines(pipe: Mapping[str, Any] | None) -> list[str]:
+def _pipeline_shaped(pipe: Any) -> bool:
+    """The record's ``pipeline`` has the types these views read (the REPORT section is
+    checked against its checksum, not against a schema)."""
+    numbers = ("nodes", "compute_us", "transfer_us", "transfer_bytes", "weights_bytes")
+    return (isinstance(pipe, dict) and isinstance(pipe.get("stages"), list)
+            and isinstance(pipe.get("link", {}), dict)
+            and isinstance(pipe.get("schedule", {}), dict)
+            and isinstance(pipe.get("balance", 0), int | float)
+            and all(isinstance(st, dict) and all(isinstance(st.get(k), int | float)
+                                                 for k in numbers)
+                    and isinstance(st.get("arena_bytes", 0), int)
+                    for st in pipe["stages"]))
+
+
+def pipeline_lines(pipe: Any) -> list[str]:
     """The stages (estimated time, weights, arena, bytes received per micro-batch) and the
     schedule's estimate, from the record's ``pipeline``."""
-    if not pipe:
+    if not _pipeline_shaped(pipe):
         return []
     link = pipe.get("link", {})
     lines = ["", f"pipeline: {len(pipe['stages'])} stages by {pipe.get('method')}, balance "
@@ -164,11 +179,13 @@ def pipeline_lines(pipe: Mapping[str, Any] | None) -> list[str]:
              f"{'stage':<7}{'nodes':>6}{'est. us':>10}{'transfer us':>13}{'weights':>12}"
              f"{'arena':>12}{'received':>12}"]
     for st in pipe["stages"]:
-        lines.append(f"{st['stage']:<7}{st['nodes']:>6}{st['compute_us']:>10.1f}"
+        lines.append(f"{str(st.get('stage')):<7}{st['nodes']:>6}{st['compute_us']:>10.1f}"
                      f"{st['transfer_us']:>13.1f}{mib(st['weights_bytes']):>12}"
                      f"{mib(st.get('arena_bytes', 0)):>12}{mib(st['transfer_bytes']):>12}")
     sch = pipe.get("schedule", {})
-    if sch:
+    keys = ("micro_batches", "makespan_us", "throughput_per_s",
+            "single_device_throughput_per_s", "speedup", "bubble")
+    if sch and all(isinstance(sch.get(k), int | float) for k in keys):
         lines.append(f"schedule (GPipe, {sch['micro_batches']} micro-batches, estimated): "
                      f"{sch['makespan_us']:.1f} us, {sch['throughput_per_s']:.0f} per s vs "
                      f"{sch['single_device_throughput_per_s']:.0f} on one device "
