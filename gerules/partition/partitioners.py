@@ -238,9 +238,12 @@ def _refuse_single_ops(fig: _Figures, limit: int) -> None:
 
 
 def _node_bytes(fig: _Figures, node: Any) -> int:
-    g = fig.graph
+    """What a stage of this node alone holds, counted as the segment matrices count it:
+    weights, inputs and outputs (node outputs at the planner's aligned sizes)."""
+    g, live = fig.graph, fig.live
     names = dict.fromkeys([*node.present_inputs(), *node.outputs])
-    return _attr_bytes(node) + sum(_nbytes(g, name) for name in names)
+    return _attr_bytes(node) + sum(live[n].size if n in live.index else _nbytes(g, n)
+                                   for n in names)
 
 
 def _is_layer(graph: Graph, k: int) -> bool:

@@ -186,3 +186,17 @@ def test_fewest_segments_is_the_smallest_count_that_cuts() -> None:
         cost = np.where(rng.random((m + 1, m + 1)) < 0.45, 1.0, np.inf)
         want = next((k for k in range(1, m + 1) if np.isfinite(_brute_force(cost, k))), None)
         assert cutlib.fewest_segments(cost, m) == want
+
+
+def test_an_op_alone_is_measured_as_a_one_node_stage(scheduled) -> None:  # type: ignore[no-untyped-def]
+    """The single-op refusal and the segment matrices count the same bytes, so an op that
+    passes the refusal always fits as a stage of its own."""
+    graph, order = scheduled
+    from gerules.cost import profile_for
+    from gerules.ir.registry import default_registry
+    from gerules.partition.partitioners import _node_bytes
+
+    fig = _Figures(graph, order, profile_for("Ascend910"), default_registry())
+    memory = fig.matrices()["memory"]
+    for pos, k in enumerate(order):
+        assert memory[pos, pos + 1] == _node_bytes(fig, graph.nodes[k])
