@@ -3,8 +3,10 @@ store. Imported only when a pipelined model runs with the ``ray`` backend.
 
 Invariants:
 - ``ray.init`` is called only when this process is not connected yet: with ``address`` when
-  given (an existing cluster), else a local cluster (no dashboard); the connection made here
-  is shut down again by ``close``.
+  given (an existing cluster; Ray's own connection timeouts apply), else a local cluster (no
+  dashboard, 1 GiB of object store); the connection made here is shut down again by
+  ``close``. Failing to join is a ``UsageError`` naming the address (``ResourceLimit`` when
+  a local cluster cannot start).
 - Each actor receives its stage as ``runtime.pipeline.stage_package``'s JSON plus one weights
   buffer (passed through the object store, so actors on other nodes need no copy of the
   ``.om``); it decodes it with the ``.om`` reader's checks and keeps its arena pool.
@@ -35,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import GeError, ResourceLimit
+from ..errors import GeError, ResourceLimit, UsageError
 from ..om.contents import OmContents
 from .pipeline import Route, StageRunner, stage_package
 
@@ -166,7 +168,13 @@ def _init(ray: Any, address: str | None) -> None:
     """Join ``address``, or start a local cluster without the dashboard."""
     common: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                               "configure_logging": False}
-    if address:
-        ray.init(address=address, **common)
-    else:
-        ray.init(object_store_memory=LOCAL_OBJECT_STORE, **common)
+    try:
+        if address:
+            ray.init(address=address, **common)
+        else:
+            ray.init(object_store_memory=LOCAL_OBJECT_STORE, **common)
+    except (ConnectionError, RuntimeError, ValueError, TimeoutError) as e:
+        where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise (UsageError if address else ResourceLimit)(
+            f"cannot join {where}: {first}") from None
