@@ -5,7 +5,8 @@ Invariants:
   ``names.name_problem``, dims are integers in ``0..MAX_DIM`` (symbolic dims only in declared
   graph inputs and outputs), byte sizes are computed with Python integers and bounded, weights
   lie inside the WEIGHTS section at multiples of 64, ops resolve in the registry at the graph's
-  opset, and each variant's memory plan passes ``verify_plan``.
+  opset, and each variant's memory plan passes ``verify_plan``; a pipeline's stages each pass
+  the same checks as a variant, cover every node once and read only what is available.
 - Every failure is an ``OmError`` whose one-line message names the file, the section and the
   field, node or tensor.
 - Weights become read-only ``np.frombuffer`` views of the file's memory map (no copies).
@@ -29,7 +30,7 @@ from ..ir.registry import AttrSpec, Port, Registry, default_registry
 from ..ir.verify import verify
 from ..memory.plan import MemoryFigures, MemoryPlan
 from ..memory.verify import verify_plan
-from .contents import OmContents, Variant
+from .contents import OmContents, Pipeline, Stage, Variant
 from .format import ALIGN, Section
 from .names import name_problem
 
@@ -114,9 +115,72 @@ def decode(doc: Any, buffer: Any, weights: Section, where: str,
     if len({v.name for v in variants}) != len(variants):
         raise d.fail("variants", "two variants have the same name")
     options = d.obj(top.get("compile_options", {}), "compile_options")
+    pipeline = None
+    if "pipeline" in top:
+        if len(variants) != 1:
+            raise d.fail("pipeline", "a pipelined model has exactly one variant")
+        pipeline = _pipeline(d, top["pipeline"], variants[0].graph, registry)
     return OmContents(graph, tuple(variants), d.text(top.get("soc_version", ""), "soc_version"),
                       options, d.text(top.get("command_line", ""), "command_line"),
-                      d.text(top.get("producer", ""), "producer"))
+                      d.text(top.get("producer", ""), "producer"), pipeline)
+
+
+def _pipeline(d: Doc, raw: Any, whole: Graph, registry: Registry) -> Pipeline:
+    """The stages, checked: they cover every node once, and each reads only graph inputs,
+    weights and earlier stages' outputs; every model output is available at the end."""
+    raw = d.obj(raw, "pipeline")
+    available = set(whole.input_names)
+    owner: dict[int, str] = {}
+    stages = []
+    for i, st in enumerate(d.seq(d.get(raw, "stages", "pipeline"), "pipeline.stages")):
+        ctx = f"pipeline.stages[{i}]"
+        st = d.obj(st, ctx)
+        name = d.name(d.get(st, "name", ctx), f"{ctx}.name")
+        ctx = f"pipeline stage '{name}'"
+        nodes = tuple(d.items(d.get(st, "nodes", ctx), f"{ctx}.nodes",
+                              lambda x, c: d.integer(x, c, 0, len(whole.nodes) - 1)))
+        for k in nodes:
+            if k in owner:
+                raise d.fail(f"{ctx}.nodes", f"node {k} is already in stage '{owner[k]}'")
+            owner[k] = name
+        raw_v = d.obj(d.get(st, "variant", ctx), f"{ctx}.variant")
+        inputs = d.items(d.get(raw_v, "inputs", ctx), f"{ctx}.inputs",
+                         lambda x, c: _value(d, x, c, static=True))
+        outputs = d.items(d.get(raw_v, "outputs", ctx), f"{ctx}.outputs",
+                          lambda x, c: _value(d, x, c, static=True))
+        for v in inputs:
+            if v.name not in available:
+                raise d.fail(f"{ctx}.inputs", f"'{v.name}' is neither a graph input nor an "
+                                              "output of an earlier stage")
+            if v.type != whole.type_of(v.name):
+                raise d.fail(f"{ctx}.inputs '{v.name}'", f"{v.type} differs from the model's "
+                                                          f"{whole.type_of(v.name)}")
+        part = [whole.nodes[k] for k in nodes]
+        used = {n for node in part for n in node.present_inputs()}
+        made = {o for node in part for o in node.outputs}
+        for v in outputs:
+            if v.name not in made:
+                raise d.fail(f"{ctx}.outputs", f"'{v.name}' is not made by this stage")
+        g = Graph(tuple(part), tuple(inputs), tuple(outputs),
+                  {k: a for k, a in whole.initializers.items() if k in used},
+                  name=name, opset=whole.opset)
+        try:
+            verify(g, registry, shapes=False)
+        except GeError as e:
+            raise d.fail(ctx, str(e)) from None
+        variant = _variant(d, raw_v, ctx, g, registry)
+        available.update(v.name for v in outputs)
+        stages.append(Stage(name, nodes, variant))
+    if len(owner) != len(whole.nodes):
+        missing = next(k for k in range(len(whole.nodes)) if k not in owner)
+        raise d.fail("pipeline.stages", f"node {missing} ('{whole.nodes[missing].label}') is "
+                                        "in no stage")
+    for out in whole.output_names:
+        if out not in available and out not in whole.initializers:
+            raise d.fail("pipeline", f"model output '{out}' is not an output of any stage")
+    if not stages:
+        raise d.fail("pipeline.stages", "a pipeline has at least one stage")
+    return Pipeline(tuple(stages), d.obj(raw.get("info", {}), "pipeline.info"))
 
 
 def _blob(d: Doc, b: Any, ctx: str, buffer: Any, weights: Section) -> np.ndarray:

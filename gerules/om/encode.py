@@ -41,9 +41,11 @@ class Blobs:
     size: int  # bytes of the WEIGHTS section, padding included
 
 
-def collect_blobs(graph: Graph) -> Blobs:
-    """Initializers and attribute tensors, each content stored once."""
-    arrays = _all_tensors(graph)
+def collect_blobs(graph: Graph, groups: Sequence[Sequence[int]] = ()) -> Blobs:
+    """Initializers and attribute tensors, each content stored once; with ``groups`` (a
+    pipeline's stages as node indices) stage by stage, so the weights a stage uses first lie
+    in one span of WEIGHTS."""
+    arrays = _all_tensors(graph) if not groups else _by_stage(graph, groups)
     for arr in arrays:
         _check_dtype(arr.dtype.name)
     unique, index = unique_arrays(arrays)
@@ -67,6 +69,17 @@ def _all_tensors(graph: Graph) -> list[np.ndarray]:
     return found
 
 
+def _by_stage(graph: Graph, groups: Sequence[Sequence[int]]) -> list[np.ndarray]:
+    found: list[np.ndarray] = []
+    for group in groups:
+        for k in group:
+            node = graph.nodes[k]
+            found += [graph.initializers[n] for n in node.present_inputs()
+                      if n in graph.initializers]
+            found += _all_tensors(Graph((node,), (), ()))
+    return found + list(graph.initializers.values())
+
+
 def _check_dtype(dtype: str) -> None:
     if dtype not in ONNX_CODES:
         raise ModelError(f"element type {dtype} cannot be stored in a .om file")
@@ -84,7 +97,26 @@ def encode(contents: OmContents, blobs: Blobs) -> dict[str, Any]:
         "soc_version": contents.soc_version,
         "compile_options": dict(contents.compile_options),
         "command_line": contents.command_line,
+        **({"pipeline": encode_pipeline(contents, blobs)} if contents.pipeline else {}),
     }
+
+
+def encode_pipeline(contents: OmContents, blobs: Blobs) -> dict[str, Any]:
+    """The stages: nodes, the span of WEIGHTS their weights start in, their plans."""
+    assert contents.pipeline is not None
+    stages, seen = [], set()
+    for st in contents.pipeline.stages:
+        ids = sorted({blobs.index[id(a)] for a in _all_tensors(st.variant.graph)})
+        own = [i for i in ids if i not in seen]
+        seen.update(ids)
+        lo = blobs.offsets[own[0]] if own else 0
+        hi = blobs.offsets[own[-1]] + blobs.arrays[own[-1]].nbytes if own else 0
+        stages.append({
+            "name": check_name(st.name, "stage name"), "nodes": list(st.nodes),
+            "weights": {"offset": lo, "nbytes": hi - lo, "blobs": ids,
+                        "bytes": sum(blobs.arrays[i].nbytes for i in ids)},
+            "variant": encode_variant(st.variant)})
+    return {"stages": stages, "info": dict(contents.pipeline.info)}
 
 
 def encode_graph(graph: Graph, blobs: Blobs) -> dict[str, Any]:
