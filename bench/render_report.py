@@ -1,8 +1,8 @@
 """Convert a model atc-style with an HTML report, render the report headless, save a PNG.
 
-    python bench/render_report.py [--model tiny_resnet|resnet50|cnn] [--png docs/img/report.png]
-                                  [--width 1000 --height 4200] [--keep report.html]
-                                  [--json figures.json]
+    python bench/render_report.py [--model tiny_resnet|resnet50|cnn|bert_pipeline]
+                                  [--png docs/img/report.png] [--width 1000 --height 4200]
+                                  [--keep report.html] [--json figures.json] [--section ID]
 
 The default is the README's main-job command on the bundled example, run through
 ``ge-rewrite`` itself in a scratch folder (so the report shows short relative paths)::
@@ -12,7 +12,10 @@ The default is the README's main-job command on the bundled example, run through
         --report=tiny_resnet.html
 
 ``resnet50`` converts ResNet-50 from ``bench/.cache`` (``python bench/models.py resnet50``
-exports it; needs the ``torch`` extra) with ``--precision_mode=force_fp16``; ``cnn`` the small
+exports it; needs the ``torch`` extra) with ``--precision_mode=force_fp16``;
+``bert_pipeline`` cuts BERT-base (``python bench/models.py bert_base``) into 4 stages by cost
+(render its stages alone with ``--section pipeline --png docs/img/pipeline.png --height
+1400``); ``cnn`` the small
 test CNN of ``gerules.testing``. The page is rendered by Chromium (``apt-get install
 chromium``) with a fresh profile and no network (``gerules.report.screenshot``). Prints the
 conversion and render times, the page size and the PNG size; ``--json`` writes the figures.
@@ -41,6 +44,9 @@ PRESETS: dict[str, tuple[Path | None, list[str]]] = {
     "resnet50": (ROOT / "bench" / ".cache" / "resnet50-opset17.onnx",
                  ["--input_shape=input:1,3,224,224", "--precision_mode=force_fp16"]),
     "cnn": (None, ["--input_shape=input:1,3,16,16", "--precision_mode=allow_mix_precision"]),
+    "bert_pipeline": (ROOT / "bench" / ".cache" / "bert_base-opset17.onnx",
+                      ["--input_shape=input_ids:1,128;attention_mask:1,128", "--partitions=4",
+                       "--partition_by=cost"]),
 }
 
 
@@ -57,6 +63,20 @@ def _model(choice: str, folder: Path) -> tuple[Path, list[str]]:
     return Path(path.name), flags
 
 
+def _only(html: Path, section: str) -> Path:
+    """A page with the report's head and one of its sections."""
+    text = html.read_text(encoding="utf-8")
+    start = text.find(f'<section id="{section}">')
+    if start < 0:
+        sys.exit(f"the report has no section '{section}'")
+    end = text.index("</section>", start) + len("</section>")
+    main_at = text.index("<main>") + len("<main>")
+    page = html.with_name(f"{html.stem}.{section}.html")
+    page.write_text(text[:main_at] + text[start:end] + "</main></body></html>\n",
+                    encoding="utf-8")
+    return page
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="tiny_resnet", choices=sorted(PRESETS))
@@ -65,6 +85,8 @@ def main() -> int:
     parser.add_argument("--height", type=int, default=4200)
     parser.add_argument("--keep", type=Path, help="also copy the HTML report here")
     parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--section", help="render only this section of the page (e.g. "
+                        "pipeline)")
     args = parser.parse_args()
     chromium = find_chromium()
     if chromium is None:
@@ -84,6 +106,8 @@ def main() -> int:
         if code != 0:
             return code
         html = Path(f"{out}.html")
+        if args.section:
+            html = _only(html, args.section)
         start = time.perf_counter()
         screenshot(html, png, width=args.width, height=args.height, chromium=chromium)
         render_s = time.perf_counter() - start

@@ -2,11 +2,13 @@
 
 Stages (each run on fresh parses; the best of ``--repeat`` runs is the figure, as ``timeit``
 does, because other processes on a shared machine only ever add time; the median is shown
-beside it): parse (Lark LALR + AST),
-check (names, ops, arity, attributes, scoping), soundness (shape/dtype witnesses), compile
-(engine rewrites). The one-time process cost (imports, grammar tables, op registry) is
-reported apart. The peer is egglog's Rust front end parsing and type-checking a program
-with as many rewrites of the same size (ops per rule), in the same run.
+beside it): parse (Lark LALR + AST), check (names, ops, arity, attributes, scoping: the
+resolved program), compile (engine rewrites), soundness (instances of each left side run
+through the compiled rewrite, types compared). The one-time process cost (imports, grammar
+tables, op registry) is reported apart. The peer is egglog's Rust front end parsing and
+type-checking a program with as many rewrites of the same size (ops per rule), in the same
+run. Last, per file, the rules written once that stand for several (op classes, opset
+variants).
 
     python bench/rules.py [PATH] [--repeat 5] [--json out.json]
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -37,7 +40,7 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 def startup() -> float:
     """Imports, the grammar's LALR tables and the op registry: paid once per process."""
     def load() -> None:
-        from gerules.dsl.compile import compile_library  # noqa: F401
+        from gerules.dsl import compile_library  # noqa: F401
         from gerules.dsl.parser import lark_parser
         from gerules.ir.registry import default_registry
 
@@ -55,24 +58,45 @@ def default_path() -> Path:
 
 
 def one_run(path: Path) -> dict[str, float]:
-    from gerules.dsl import check_library, compile_library, parse_library
+    from gerules.dsl import build_library, compile_library, parse_library
+    from gerules.dsl.check import resolve_library
     from gerules.dsl.errors import raise_errors
+    from gerules.dsl.loader import _parse
 
+    _parse.cache_clear()  # parse cold, as a new process does
     t_parse, lib = timed(lambda: parse_library([path]))
     raise_errors(list(lib.errors))
-    t_check, errors = timed(lambda: check_library(lib, soundness=False))
+    t_check, (program, errors) = timed(lambda: resolve_library(lib))
     raise_errors(errors)
-    t_full, errors = timed(lambda: check_library(lib, soundness=True))
-    raise_errors(errors)
-    t_compile, _ = timed(lambda: compile_library(lib))
-    return {"parse": t_parse, "check": t_check, "soundness": t_full - t_check,
-            "compile": t_compile, "rules": len(lib.rules), "files": len(lib.files),
-            "ops_per_rule": ops_per_rule(lib)}
+    t_compile, _ = timed(lambda: compile_library(program))
+    t_full, built = timed(lambda: build_library(lib, soundness=True))
+    raise_errors(built.errors)
+    return {"parse": t_parse, "check": t_check,
+            "soundness": max(0.0, t_full - t_check - t_compile), "compile": t_compile,
+            "rules": len(lib.rules), "files": len(lib.files), "ops_per_rule": ops_per_rule(lib)}
+
+
+def _copies(n: int) -> str:
+    return f"{n} cop{'y' if n == 1 else 'ies'}"
+
+
+def written_once(path: Path) -> list[tuple[str, int, int]]:
+    """Per file: the rules written, and the rules they stand for (one per op of an op class
+    and per opset form: each would be a copy without op classes and opset variants)."""
+    from gerules.dsl import build_library, parse_library
+
+    built = build_library(parse_library([path]), soundness=False)
+    per_file: dict[str, list[int]] = {}
+    for rule in built.program.rules:
+        counts = per_file.setdefault(rule.span.file, [0, 0])
+        counts[0] += 1
+        counts[1] += len({d.name.split("/")[0] for d in rule.directions})
+    return [(f, w, v) for f, (w, v) in sorted(per_file.items())]
 
 
 def ops_per_rule(lib: Any) -> float:
     from gerules.dsl import ast
-    from gerules.dsl.rulecheck import children
+    from gerules.dsl.walk import children
 
     def count(e: ast.Expr) -> int:
         return int(isinstance(e, ast.OpCall)) + sum(count(c) for c in children(e))
@@ -125,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     n, ops = runs[0]["rules"], runs[0]["ops_per_rule"]
     peer = egglog_seconds(int(n), ops, args.repeat)
     print(f"rules: {path} ({runs[0]['files']:.0f} files, {n:.0f} rules, {ops:.1f} ops/rule)")
+    load = os.getloadavg()[0]
+    print(f"machine: {os.cpu_count()} cores, load average {load:.2f} (a shared machine adds "
+          "time, never removes it)")
     print(f"startup (imports, grammar, registry; once per process): {cold * 1e3:7.1f} ms")
     for s in stages:
         print(f"{s:>10}: {best[s] * 1e3:7.1f} ms  ({best[s] * 1e3 / max(n, 1):.2f} ms/rule; "
@@ -134,12 +161,22 @@ def main(argv: list[str] | None = None) -> int:
     if peer is not None:
         print(f"egglog (Rust) parse + typecheck of {n:.0f} size-matched rewrites: "
               f"{peer * 1e3:.1f} ms; ours / egglog = {total / peer:.0f}x")
+    once = written_once(path)
+    print("rules written once instead of copied (op classes, opset variants):")
+    for file, written, stands in once:
+        if stands > written:
+            print(f"  {file}: {written} rules written stand for {stands} "
+                  f"({_copies(stands - written)} not written)")
+    saved = sum(v - w for _, w, v in once)
+    print(f"  library: {sum(w for _, w, _ in once)} rules written stand for "
+          f"{sum(v for _, _, v in once)} ({_copies(saved)} not written)")
     if args.json:
         figures = {"path": str(path), "rules": n, "ops_per_rule": ops, "startup_s": cold,
                    **{f"{s}_s": best[s] for s in stages},
                    **{f"{s}_median_s": median[s] for s in stages}, "total_s": total,
                    "total_median_s": total_median, "budget_ratio": total / BUDGET_S,
-                   "egglog_s": peer}
+                   "egglog_s": peer, "load_average": load,
+                   "written_once": {f: {"written": w, "stands_for": v} for f, w, v in once}}
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0 if total < BUDGET_S else 1
 

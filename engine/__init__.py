@@ -3,6 +3,7 @@
 egg's structure, one job per module: ``unionfind``, ``enode``, ``egraph`` (hashcons, classes,
 op index, deferred rebuild), ``analysis`` (make/merge/modify plug-ins: shape, constant),
 ``pattern`` (the pattern language), ``machine`` (patterns compiled to search code),
+``multipattern`` (several roots joined on shared classes),
 ``rewrite`` (searcher, conditions, applier), ``schedule`` and ``scheduler`` (rulesets,
 Seq/Repeat/Saturate, backoff), ``runner`` and ``report`` (limits, stop reasons, per-rule counts,
 provenance), ``extract`` and ``ilp`` (DAG-aware extraction), ``explain`` (proof forest),
@@ -30,6 +31,7 @@ from .errors import (
 from .explain import Explanation, Step
 from .extract import CostFunction, Extraction, ast_size, extract
 from .machine import Pattern
+from .multipattern import MultiPattern
 from .pattern import WILDCARD, AttrVar, Layout, PatternNode, POp, Subst, Var, Wildcard
 from .report import Application, Iteration, Limits, Report, RuleStats, StopReason
 from .rewrite import Guard, Let, PatternApplier, Reject, Rewrite, birewrite, rewrite
@@ -42,8 +44,8 @@ __all__ = [
     "WILDCARD", "Analysis", "AnalysisConflict", "AnalysisSet", "Application", "AttrVar", "Attrs",
     "BackoffScheduler", "ConstantAnalysis", "CostFunction", "EClass", "EGraph", "ENode",
     "EngineError", "Explanation", "Extraction", "ExtractionError", "Guard", "InvariantError",
-    "Iteration", "Layout", "Let", "Limits", "POp", "Pattern", "PatternApplier", "PatternError",
-    "PatternNode", "Reject", "Repeat", "Report", "Rewrite", "RuleStats", "Ruleset", "Runner",
+    "Iteration", "Layout", "Let", "Limits", "MultiPattern", "POp", "Pattern", "PatternApplier",
+    "PatternError", "PatternNode", "Reject", "Repeat", "Report", "Rewrite", "RuleStats", "Ruleset", "Runner",
     "Saturate", "Scheduler", "Seq", "ShapeAnalysis", "SimpleScheduler", "Step", "StopReason",
     "Subst", "UnsoundRewrite", "Var", "Wildcard", "add_term", "ast_size", "birewrite", "enode",
     "extract", "make_attrs", "parse_pattern", "rewrite",

@@ -290,7 +290,61 @@ def share(problem: Problem, choice: list[int]) -> list[int]:
                     choice[i] = old
         if not improved:
             break
+    return share_new(problem, choice, budget)
+
+
+def share_new(problem: Problem, choice: list[int], budget: int) -> list[int]:
+    """Group moves: a class switches to a node that needs classes the DAG does not hold yet
+    (a fused multi-output node), and every chosen class that can then read one of those new
+    classes (its other outputs) switches too; kept when the exact DAG cost drops. Greedy
+    judges each class alone, so it never pays a shared node that only pays off for several
+    classes together (horizontal fusion: three MatMuls as one MatMul and a Split). Only
+    nodes reading a new class that another chosen class could read too are tried."""
+    choice = list(choice)
+    order, cycle = _find_cycle(problem, choice)
+    if cycle:
+        return choice
+    chosen, best = set(order), dag_cost(problem, choice)
+    for i in order:
+        for j, (_, _, kids) in enumerate(problem.nodes[i]):
+            fresh = [c for c in kids if c not in chosen]
+            if j == choice[i] or not fresh or not any(
+                    len({u for u, _ in problem.users[c] if u in chosen}) > 1 for c in fresh):
+                continue
+            if budget <= 0:
+                return choice
+            budget -= 1
+            trial = _group(problem, choice, chosen, i, j)
+            try:
+                cost = dag_cost(problem, trial) if trial is not None else INF
+            except ExtractionError:  # a node needs a class without a finite term
+                continue
+            if cost < best - _EPS * (1.0 + abs(best)):
+                best, choice = cost, trial  # type: ignore[assignment]
+                chosen = set(_find_cycle(problem, choice)[0])
     return choice
+
+
+def _group(problem: Problem, choice: list[int], chosen: set[int], i: int, j: int
+           ) -> list[int] | None:
+    """``choice`` with class ``i`` on node ``j`` and every chosen class that can read a
+    class ``j`` brings in moved onto its cheapest such node (``None``: not acyclic)."""
+    trial = list(choice)
+    trial[i] = j
+    try:
+        reach, cycle = _find_cycle(problem, trial)
+    except ExtractionError:
+        return None
+    new = set(reach) - chosen
+    if cycle or not new:
+        return None
+    within = set(reach)
+    for k in chosen - {i}:
+        options = [(w, m) for m, (_, w, kk) in enumerate(problem.nodes[k])
+                   if kk and new.intersection(kk) and within.issuperset(kk)]
+        if options:
+            trial[k] = min(options)[1]
+    return trial
 
 
 # -------------------------------------------------------------- finishing up

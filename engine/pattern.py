@@ -86,12 +86,14 @@ def variables(node: PatternNode) -> set[str]:
 
 @dataclass(frozen=True, slots=True)
 class Layout:
-    """Where each name lives in a match tuple."""
+    """Where each name lives in a match tuple (``roots``: the register of each root; one
+    root at register 0 unless the pattern is a multi-pattern)."""
 
     slots: Mapping[str, int]
     nodes: Mapping[str, int]
     classes: tuple[str, ...]
     size: int
+    roots: tuple[int, ...] = (0,)
 
 
 class Subst(Mapping[str, Any]):

@@ -15,10 +15,15 @@ Invariants:
   when the rewrite is built (custom conditions defer the check to the first application).
 - ``incremental=True`` promises that conditions and applier read only the matched classes (their
   nodes and analysis data), so the runner may skip roots whose neighbourhood did not change.
+- A rewrite over a ``MultiPattern`` unions its applier's i-th class with the match's i-th root
+  (the applier gives one class per root), is never pure and never incremental, and never
+  matches root e-nodes it added itself (TENSAT's limit on multi-patterns: a horizontal
+  fusion's own product would otherwise join the next match, forever).
 """
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -27,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from .enode import ENode, make_attrs
 from .errors import EngineError, PatternError
 from .machine import Pattern
+from .multipattern import MultiPattern
 from .pattern import AttrVar, Layout, Match, PatternNode, POp, Subst, Var, Wildcard, variables
 
 if TYPE_CHECKING:
@@ -249,7 +255,7 @@ class Rewrite:
     def __init__(
         self,
         name: str,
-        searcher: PatternNode | Pattern,
+        searcher: PatternNode | Pattern | MultiPattern,
         applier: PatternNode | Applier,
         *,
         conditions: Iterable[Condition] = (),
@@ -257,12 +263,19 @@ class Rewrite:
         incremental: bool = True,
     ) -> None:
         self.name = name
-        self.pattern = searcher if isinstance(searcher, Pattern) else Pattern(searcher, commutative)
+        self.pattern: Pattern | MultiPattern = (
+            searcher if isinstance(searcher, Pattern | MultiPattern)
+            else Pattern(searcher, commutative))
         self.conditions = tuple(conditions)
-        self.incremental = incremental
+        multi = isinstance(self.pattern, MultiPattern)
+        self.incremental = incremental and not multi
         self.applier: Applier = _applier(applier)
         self._fast: Builder | None = None
         self._loop: ApplyLoop | None = None
+        self._own: weakref.WeakKeyDictionary[EGraph, set[int]] = weakref.WeakKeyDictionary()
+        if isinstance(self.applier, PatternApplier) and multi:
+            raise PatternError(f"rule '{name}': a multi-pattern needs an applier that gives "
+                               "one class per root")
         if isinstance(self.applier, PatternApplier):
             self._check_names(self.applier)
             if not self.conditions:
@@ -333,17 +346,36 @@ class Rewrite:
             if isinstance(outcome, Reject):
                 return outcome
             subst = outcome
+        pattern = self.pattern
+        own = self._own.setdefault(egraph, set()) if isinstance(pattern, MultiPattern) else None
+        if own and isinstance(pattern, MultiPattern) and _made(
+                egraph, own, [match[r] for r in pattern.root_nodes]):
+            return False
+        before = egraph.id_count
         try:
-            ids = self.applier(egraph, root, subst)
+            ids = tuple(self.applier(egraph, root, subst))
         except KeyError as exc:
             raise EngineError(f"rule '{self.name}': applier read unbound name {exc}") from exc
+        if own is not None:
+            own.update(range(before, egraph.id_count))
+        roots = self.pattern.layout.roots
+        targets = [match[r] for r in roots] if len(roots) > 1 else [root] * len(ids)
+        if len(targets) != len(ids):
+            raise EngineError(f"rule '{self.name}': the applier gave {len(ids)} classes for "
+                              f"{len(roots)} roots")
         changed = False
-        for cid in ids:
-            changed = egraph.union(root, cid, self.name) or changed
+        for target, cid in zip(targets, ids, strict=True):
+            changed = egraph.union(target, cid, self.name) or changed
         return changed
 
     def __repr__(self) -> str:
         return f"Rewrite({self.name!r}, {self.pattern.ast!r})"
+
+
+def _made(egraph: EGraph, own: set[int], nodes: list[ENode]) -> bool:
+    """True when one of ``nodes`` is (congruent to) a node the ids ``own`` created."""
+    mine = {egraph.canonical(egraph.id_node(i)) for i in own}
+    return any(egraph.canonical(n) in mine for n in nodes)
 
 
 def _applier(applier: PatternNode | Applier) -> Applier:

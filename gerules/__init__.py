@@ -44,6 +44,12 @@ _EXPORTS: dict[str, str] = {
     "OptimizeReport": "gerules.opt.optimize",
     "read_switch_file": "gerules.api.compiling",
     "Session": "gerules.api.session",
+    "partition_by_depth": "gerules.partition",
+    "partition_by_memory": "gerules.partition",
+    "partition_by_cost": "gerules.partition",
+    "create_pipeline": "gerules.partition",
+    "Partition": "gerules.partition",
+    "PipelineSchedule": "gerules.partition",
     "TensorDesc": "gerules.runtime.model",
     "GeError": "gerules.errors",
     "ModelError": "gerules.errors",
@@ -57,9 +63,11 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "CompileOptions", "GeError", "Graph", "GraphBuilder", "GraphError", "Input", "KernelError",
-    "ModelError", "Node", "OmError", "OptimizeOptions", "OptimizeReport", "ResourceLimit",
-    "Session", "ShapeError", "Tensor", "TensorDesc", "TensorType", "UsageError", "Value",
-    "__version__", "compile", "optimize", "parse_model", "read_switch_file",
+    "ModelError", "Node", "OmError", "OptimizeOptions", "OptimizeReport", "Partition",
+    "PipelineSchedule", "ResourceLimit", "Session", "ShapeError", "Tensor", "TensorDesc",
+    "TensorType", "UsageError", "Value", "__version__", "compile", "create_pipeline",
+    "optimize", "parse_model", "partition_by_cost", "partition_by_depth",
+    "partition_by_memory", "read_switch_file",
 ]
 
 if TYPE_CHECKING:
@@ -81,6 +89,14 @@ if TYPE_CHECKING:
     )
     from .ir.graph import Graph, Node, TensorType, Value
     from .opt.optimize import OptimizeOptions, OptimizeReport
+    from .partition import (
+        Partition,
+        PipelineSchedule,
+        create_pipeline,
+        partition_by_cost,
+        partition_by_depth,
+        partition_by_memory,
+    )
     from .runtime.model import TensorDesc
 
 

@@ -33,7 +33,7 @@ from .ir.graph import Graph
 from .ir.registry import Registry, default_registry
 from .ir.verify import verify
 from .memory.plan import MemoryFigures, plan_memory
-from .om.contents import OmContents, Variant
+from .om.contents import OmContents, Pipeline, Variant
 from .om.reader import OmFile
 from .om.writer import write_om
 
@@ -46,7 +46,8 @@ class BuildResult:
     path: Path
     variants: tuple[Variant, ...]
     seconds: float
-    size: int  # bytes of the .om
+    size: int = 0  # bytes of the .om
+    pipeline: Pipeline | None = None
 
     @property
     def figures(self) -> MemoryFigures:
@@ -98,19 +99,21 @@ def memory_figures(variants: Sequence[Variant]) -> dict[str, dict[str, Any]]:
 def write(base: Graph, variants: tuple[Variant, ...], output: str | Path, *,
           options: Mapping[str, Any] | None = None, report: Mapping[str, Any] | None = None,
           command_line: str = "", check: bool = False, registry: Registry | None = None,
-          start: float | None = None) -> BuildResult:
-    """Write planned variants as the ``.om`` ``output`` (atomically); ``report`` as given."""
+          start: float | None = None, pipeline: Pipeline | None = None) -> BuildResult:
+    """Write planned variants (and a pipeline's stages) as the ``.om`` ``output``
+    (atomically); ``report`` as given."""
     start = time.perf_counter() if start is None else start
     path = check_output_path(output)
     options = dict(options or {})
     contents = OmContents(base, variants, str(options.get("soc_version", DEFAULT_SOC)),
-                          options, command_line, producer=f"gerules {_version()}")
+                          options, command_line, producer=f"gerules {_version()}",
+                          pipeline=pipeline)
     size = write_om(path, contents, dict(report or {}))
     if check:
         OmFile(path, registry=registry or default_registry()).close()
     seconds = time.perf_counter() - start
     log.info("wrote %s (%d variant(s)) in %.2f s", path, len(variants), seconds)
-    return BuildResult(path, variants, seconds, size)
+    return BuildResult(path, variants, seconds, size, pipeline)
 
 
 def plan_variant(graph: Graph, dims: Mapping[str, int], *, streams: int = 1,

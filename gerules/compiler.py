@@ -42,6 +42,7 @@ from .errors import UsageError
 from .ir.graph import Dim, Graph, TensorType, Value
 from .ir.registry import Registry, default_registry, suggest
 from .ir.verify import verify
+from .om.contents import Pipeline, Variant
 from .opt import implmode
 from .opt.optimize import OptimizeOptions, OptimizeReport, optimize
 from .precision import (
@@ -82,6 +83,8 @@ class CompileOptions:
     precision_mode: str = DEFAULT_MODE
     modify_mixlist: MixChanges | None = None  # atc's mixed-precision list changes, parsed
     keep_dtype: KeepDtype = field(default_factory=KeepDtype)
+    measure_error: bool = True  # run both graphs on random inputs when precision changes
+    rules: tuple[str, ...] = ()  # the user's rule files and folders, added to the shipped
     check_precision: str = DEFAULT_CHECK  # off | quick | full (precision.measure)
     aicore_num: int | None = None  # atc's --aicore_num: the SoC profile scaled to that many
     op_select_implmode: str = implmode.DEFAULT_MODE  # exact or fast forms (opt.implmode)
@@ -95,11 +98,24 @@ class CompileOptions:
     input_shape_range: Mapping[str, tuple[int | tuple[int, int], ...]] = field(
         default_factory=dict)
     fix_batch_dims: bool = False  # rewrite Reshape targets that hard-code the exported batch
+    # pipeline parallelism (gerules.partition): 0 = one device; partition_by depth|memory|cost;
+    # device_memory (bytes) bounds every stage; micro_batches for the schedule's estimate
+    partitions: int = 0
+    partition_by: str = "cost"
+    device_memory: int | None = None
+    micro_batches: int = 8
+
+    @property
+    def pipelined(self) -> bool:
+        """A pipeline is asked for: several stages, or stages that must fit a device."""
+        return self.partitions > 1 or (self.partition_by == "memory"
+                                       and self.device_memory is not None)
 
     def optimize_options(self) -> OptimizeOptions:
         return OptimizeOptions(opt_level=self.opt_level, soc_version=self.soc_version,
                                target=self.target, disabled=self.disabled,
-                               enabled=self.enabled, aicore_num=self.aicore_num)
+                               enabled=self.enabled, aicore_num=self.aicore_num,
+                               rules=tuple(map(str, self.rules)))
 
     def gear_mode(self) -> str:
         """Which of atc's dynamic shape flags is given ("" for none; two is a UsageError)."""
@@ -148,10 +164,32 @@ class CompileOptions:
                              f"{', '.join(BUFFER_OPTIMIZE)}")
         self.profile()  # an unknown SoC or a core count out of range
         self.gear_mode()
+        self._check_partitions()
         if self.input_format and self.input_format not in INPUT_FORMATS:
             raise UsageError(f"--input_format: unknown format '{self.input_format}'"
                              f"{suggest(self.input_format, INPUT_FORMATS)}; choose one of "
                              f"{', '.join(INPUT_FORMATS)}")
+
+    def _check_partitions(self) -> None:
+        from .partition import MAX_STAGES, METHODS
+
+        if self.partition_by not in METHODS:
+            raise UsageError(f"--partition_by: unknown method '{self.partition_by}'"
+                             f"{suggest(self.partition_by, METHODS)}; choose one of "
+                             f"{', '.join(METHODS)}")
+        if not 0 <= self.partitions <= MAX_STAGES:
+            raise UsageError(f"--partitions must be between 1 and {MAX_STAGES}, got "
+                             f"{self.partitions}")
+        if self.device_memory is not None and self.device_memory <= 0:
+            raise UsageError("--device_memory must be positive")
+        if not 1 <= self.micro_batches <= 4096:
+            raise UsageError(f"--micro_batches must be between 1 and 4096, got "
+                             f"{self.micro_batches}")
+        if self.partition_by == "memory" and self.partitions > 1 and not self.device_memory:
+            raise UsageError("--partition_by memory needs --device_memory (e.g. 8G)")
+        if self.pipelined and self.gear_mode():
+            raise UsageError(f"--partitions cannot be combined with --{self.gear_mode()}: a "
+                             "pipeline is compiled for one input shape")
 
     def to_json(self) -> dict[str, Any]:
         return {"opt_level": self.opt_level, "soc_version": self.soc_version,
@@ -162,6 +200,7 @@ class CompileOptions:
                 "fusion_switch_on": sorted(self.enabled), "streams": self.streams,
                 "memory_aware": self.memory_aware, "input_format": self.input_format or None,
                 "out_nodes": [f"{n}:{k}" for n, k in self.out_nodes],
+                "rules": [str(r) for r in self.rules],
                 "check_precision": self.check_precision, "aicore_num": self.aicore_num,
                 "op_select_implmode": self.op_select_implmode,
                 "optypelist_for_implmode": list(self.optypelist_for_implmode),
@@ -172,6 +211,9 @@ class CompileOptions:
                 "input_shape_range": {k: [list(d) if isinstance(d, tuple) else d for d in v]
                                       for k, v in self.input_shape_range.items()},
                 "fix_batch_dims": self.fix_batch_dims,
+                **({"partitions": self.partitions, "partition_by": self.partition_by,
+                    "device_memory": self.device_memory, "micro_batches": self.micro_batches}
+                   if self.pipelined else {}),
                 **self.precision_options().to_json()}
 
 
@@ -354,11 +396,16 @@ def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
                                        memory_aware=options.memory_aware,
                                        reuse=options.reuse_memory, ranges=plan.ranges,
                                        registry=registry)
+    pipeline = None
+    if options.pipelined:
+        with phase("partition"):
+            pipeline = _partition(variants[0], options, profile, registry)
     estimates = {"source": opt_report.estimate_before, "optimized": opt_report.estimate_after,
                  "final": final_estimate}
     ops = {"source": opt_report.ops_before, "final": final.op_counts()}
     record = figures.record(estimates, ops, memory_figures(variants),
-                            {"mode": options.precision_mode, **checked})
+                            {"mode": options.precision_mode, **checked},
+                            pipeline.info if pipeline else None)
     report = {"source": source, "framework": framework, "options": options.to_json(),
               "optimize": opt_report.to_json(), "precision": prec.to_json(),
               "figures": record, "phases_s": phase.to_json(),
@@ -369,10 +416,34 @@ def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
               "shapes": {**plan.to_json(), "fix_batch_dims": fixed_dims}}
     with phase("write"):
         build = write(base, variants, output, options=options.to_json(), report=report,
-                      command_line=command_line, registry=registry)
+                      command_line=command_line, registry=registry, pipeline=pipeline)
     report["phases_s"] = phase.to_json()
     return CompileResult(build.path, final, opt_report, build, time.perf_counter() - start,
                          report, prec, dict(phase.times), optimized, graph, final_estimate)
+
+
+def _partition(variant: Variant, options: CompileOptions, profile: SocProfile,
+               registry: Registry) -> Pipeline:
+    """The compiled graph cut into stages along its plan's order, each stage planned, and the
+    figures (partition, stage arenas, the pipeline schedule's estimate)."""
+    from .partition import check_limit, create_pipeline, make_partition
+    from .partition.stages import arenas, plan_stages
+
+    stages = options.partitions if options.partitions > 0 else None
+    part = make_partition(variant.graph, options.partition_by, stages,
+                          limit=options.device_memory, soc=profile, order=variant.plan.order,
+                          registry=registry)
+    planned = plan_stages(part, streams=options.streams, reuse=options.reuse_memory,
+                          registry=registry)
+    if options.device_memory is not None:
+        check_limit(part, options.device_memory, arenas(planned))
+    schedule = create_pipeline(part, options.micro_batches)
+    info = part.to_json()
+    for row, st in zip(info["stages"], planned, strict=True):
+        row["arena_bytes"] = st.variant.plan.arena_bytes
+    info["schedule"] = schedule.to_json()
+    info["stage_of"] = [part.stage_of()[k] for k in range(len(variant.graph.nodes))]
+    return Pipeline(planned, info)
 
 
 def _check(reference: Graph, final: Graph, gears: Sequence[Mapping[str, int]], level: str,

@@ -13,7 +13,9 @@ Record (plain JSON data)::
      "by_op_us":    {"source": {op: us}, "final": {op: us}},
      "nodes_us":    [[node, op, us], ...],          # the final graph's most expensive nodes
      "memory":      {variant: MemoryFigures.to_json()},
-     "precision":   {"mode", "check", "status", "note", "outputs": [...]}}
+     "precision":   {"mode", "check", "status", "note", "outputs": [...]},
+     "pipeline":    {"method", "soc", "link", "balance", "transfer_bytes", "stages": [...],
+                     "schedule": {...}, "stage_of": [...]}}   # only for a pipelined model
 
 Invariants:
 - ``source`` is the graph after input shapes were fixed (what the user's model computes),
@@ -50,8 +52,8 @@ class Headline:
 
 
 def record(estimates: Mapping[str, Any], ops: Mapping[str, Mapping[str, int]],
-           memory: Mapping[str, Mapping[str, Any]], precision: Mapping[str, Any]
-           ) -> dict[str, Any]:
+           memory: Mapping[str, Mapping[str, Any]], precision: Mapping[str, Any],
+           pipeline: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The record from ``GraphEstimate``s of the three graphs (keys ``source``, ``optimized``,
     ``final``), the source and final op counts, memory figures per variant and precision."""
     final = estimates["final"]
@@ -66,6 +68,7 @@ def record(estimates: Mapping[str, Any], ops: Mapping[str, Mapping[str, int]],
         "nodes_us": [[name, est.op, round(est.us, 3), est.bound] for name, est in top],
         "memory": {k: dict(v) for k, v in memory.items()},
         "precision": dict(precision),
+        **({"pipeline": dict(pipeline)} if pipeline is not None else {}),
     }
 
 

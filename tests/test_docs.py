@@ -50,3 +50,12 @@ def test_the_cpu_only_torch_install_is_explained() -> None:
     for doc in (ROOT / "README.md", ROOT / "docs" / "CONVERTING.md"):
         text = " ".join(doc.read_text().split())
         assert "torch==2.13.0 --index-url" in text and "CUDA" in text, doc.name
+
+
+def test_the_rules_tutorial_file_is_the_tested_example() -> None:
+    """docs/RULES.md's tutorial writes examples/rules/quick_gelu.ger, which
+    tests/cli/test_example_rules.py verifies, fires and checks against onnxruntime."""
+    text = (ROOT / "docs" / "RULES.md").read_text()
+    blocks = re.findall(r"^```[a-z]*\n(.*?)^```$", text, re.S | re.M)
+    tutorial = next(b for b in blocks if b.startswith("# QuickGELU"))
+    assert tutorial == (ROOT / "examples" / "rules" / "quick_gelu.ger").read_text()

@@ -11,13 +11,19 @@ Invariants:
   model description; ``run`` checks feeds against them and raises ``ModelError`` naming the
   tensor; outputs are fresh arrays the caller owns.
 - ``run_async`` returns a ``concurrent.futures.Future`` holding the outputs or the error; runs
-  never share intermediate memory.
+  never share intermediate memory; up to ``max_in_flight`` runs of a ``.om`` are in flight at
+  once (one arena each).
+- ``devices=K`` runs a model cut into K pipeline stages (a ``.om`` compiled with
+  ``--partitions K``; a graph is compiled so, by cost, unless ``options`` partition it) on K
+  Ray actors, or in this process stage by stage without Ray (``backend``); results equal the
+  single-device run bit for bit; ``run_many`` streams micro-batches through the stages.
 - ``close()`` (or leaving ``with``) waits for pending runs, releases the arena, unmaps the
   file and deletes the temporary folder; afterwards every call raises ``UsageError``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -35,6 +41,7 @@ from ..errors import UsageError
 from ..ir.graph import Graph
 from ..runtime.executor import Executor
 from ..runtime.model import Model, TensorDesc
+from ..runtime.pipeline import Backend, PipelineModel
 from .compiling import GraphLike, as_graph, compile
 
 Feeds = Mapping[str, Any] | Sequence[Any]
@@ -51,30 +58,46 @@ class Session:
 
     def __init__(self, source: str | os.PathLike[str] | GraphLike, *,
                  options: CompileOptions | None = None, streams: int | None = None,
-                 executor: Literal["om", "reference"] = "om") -> None:
+                 executor: Literal["om", "reference"] = "om", devices: int = 1,
+                 backend: Backend = "auto", ray_address: str | None = None,
+                 max_in_flight: int = 1) -> None:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._model: Model | None = None
+        self._pipeline: PipelineModel | None = None
+        self._max_in_flight = max_in_flight
         self._reference: Executor | None = None
         self._cleanup: weakref.finalize[..., Any] | None = None
         self._closed = False
+        if not isinstance(devices, int) or devices < 1:
+            raise UsageError(f"Session: devices must be a positive integer, got {devices!r}")
         if executor == "reference":
+            if devices != 1:
+                raise UsageError("Session: devices apply to compiled (.om) sessions")
             self._open_reference(source, options, streams)
         elif executor == "om":
-            self._open_om(source, options, streams)
+            self._open_om(source, options, streams, devices, backend, ray_address)
         else:
             raise UsageError(f"Session: executor must be 'om' or 'reference', got {executor!r}")
 
     def _open_om(self, source: str | os.PathLike[str] | GraphLike,
-                 options: CompileOptions | None, streams: int | None) -> None:
+                 options: CompileOptions | None, streams: int | None, devices: int,
+                 backend: Backend, ray_address: str | None) -> None:
         if isinstance(source, str | os.PathLike):
-            self._model = Model.load(source, streams=streams)
-            return
-        graph = as_graph(source)
-        folder = tempfile.mkdtemp(prefix="gerules-session-")
-        self._cleanup = weakref.finalize(self, shutil.rmtree, folder, ignore_errors=True)
-        path = compile(graph, options, Path(folder) / f"{_safe(graph.name)}.om")
-        self._model = Model.load(path, streams=streams)
+            path = Path(source)
+        else:
+            graph = as_graph(source)
+            folder = tempfile.mkdtemp(prefix="gerules-session-")
+            self._cleanup = weakref.finalize(self, shutil.rmtree, folder, ignore_errors=True)
+            if devices > 1 and (options is None or not options.pipelined):
+                options = dataclasses.replace(options or CompileOptions(), partitions=devices)
+            path = compile(graph, options, Path(folder) / f"{_safe(graph.name)}.om")
+        if devices > 1:
+            self._pipeline = PipelineModel.load(path, devices=devices, backend=backend,
+                                                ray_address=ray_address, streams=streams)
+            self._model = self._pipeline.model
+        else:
+            self._model = Model.load(path, streams=streams, max_in_flight=self._max_in_flight)
 
     def _open_reference(self, source: object, options: CompileOptions | None,
                         streams: int | None) -> None:
@@ -133,18 +156,34 @@ class Session:
 
     # ------------------------------------------------------------------ running
 
+    @property
+    def devices(self) -> int:
+        """How many devices (pipeline stages) a run goes through."""
+        return 1 if self._pipeline is None else self._pipeline.num_stages
+
     def run(self, feeds: Feeds) -> Outputs:
         """Run once; returns ``{output name: array}``."""
         named = self._named(feeds)
         if self._reference is not None:
             self._check_open()
             return {k: np.array(v, copy=True) for k, v in self._reference.run(named).items()}
+        if self._pipeline is not None:
+            self._check_open()
+            return self._pipeline.run(named)
         return self._open().run(named)
+
+    def run_many(self, batches: Sequence[Feeds]) -> list[Outputs]:
+        """Several runs (micro-batches); through a pipeline they overlap across the stages."""
+        named = [self._named(b) for b in batches]
+        if self._pipeline is not None:
+            self._check_open()
+            return self._pipeline.run_many(named)
+        return [self.run(b) for b in named]
 
     def run_async(self, feeds: Feeds) -> Future[Outputs]:
         """Run on a background thread; the future holds the outputs or the error."""
         named = self._named(feeds)
-        if self._model is not None:
+        if self._model is not None and self._pipeline is None:
             return self._open().run_async(named)
         with self._lock:
             self._check_open()
@@ -162,7 +201,9 @@ class Session:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True)
-        if self._model is not None:
+        if self._pipeline is not None:
+            self._pipeline.close()
+        elif self._model is not None:
             self._model.close()
         if self._cleanup is not None:
             self._cleanup()  # deletes the temporary folder (once)

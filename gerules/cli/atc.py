@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import UsageError
 from ..fileio import atomic_write, check_output_path
 
-ATC_START = ("--model", "--om", "--mode", "--framework", "--weight", "--singleop")
+ATC_START = ("--model", "--om", "--mode", "--framework", "--weight", "--singleop", "--rules")
 GLOBAL = ("--debug", "--log", "--quiet", "-q")  # ge-rewrite's own flags, before a command
 MODES = {"0": "compile", "1": "om to json", "3": "pre-check", "6": "model info"}
 

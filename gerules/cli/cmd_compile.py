@@ -77,6 +77,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    "gear is checked by shape inference)")
     p.add_argument("--streams", type=int, default=1, metavar="N",
                    help="run independent branches on N streams (default 1)")
+    p.add_argument("--partitions", type=int, default=0, metavar="K",
+                   help="cut the model into K pipeline stages, one per device (run it with "
+                   "'run --devices K')")
+    p.add_argument("--partition_by", default="cost", metavar="depth|memory|cost",
+                   help="how stages are cut: equal layers (depth), under --device_memory "
+                   "(memory), or the fastest slowest stage by the cost model (cost, default)")
+    p.add_argument("--device_memory", metavar="SIZE",
+                   help="memory of one device (e.g. 8G): every stage's weights and "
+                   "activations must fit; with --partition_by memory and no --partitions, "
+                   "the fewest stages that fit")
+    p.add_argument("--micro_batches", type=int, default=8, metavar="M",
+                   help="micro-batches in the pipeline schedule's estimate (default 8)")
     p.add_argument("--enable_single_stream", metavar="true|false",
                    help="atc spelling: true means --streams 1")
     p.add_argument("--report", type=Path, metavar="PATH",
@@ -106,9 +118,19 @@ def compile_options(args: argparse.Namespace) -> CompileOptions:
         dynamic_batch_size=batch_sizes(args.dynamic_batch_size),
         **dynamic_shapes(args),
         disabled=switches.off, enabled=switches.on, streams=streams,
+        rules=options.rules_of(args), **partition_options(args),
         **options.conversion_options(args))
     opts.check()
     return opts
+
+
+def partition_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``--partitions``, ``--partition_by``, ``--device_memory``, ``--micro_batches``."""
+    from ..partition import parse_bytes
+
+    memory = parse_bytes(args.device_memory) if args.device_memory else None
+    return {"partitions": args.partitions, "partition_by": args.partition_by,
+            "device_memory": memory, "micro_batches": args.micro_batches}
 
 
 def dynamic_shapes(args: argparse.Namespace) -> dict[str, Any]:

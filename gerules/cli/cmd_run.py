@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -52,6 +53,8 @@ class Runnable:
     run: RunFn
     gears: tuple[Mapping[str, int], ...] = ()  # the compiled dims of a .om with several
     ranges: tuple[Mapping[str, tuple[int, int]], ...] = ()  # its range buckets, if any
+    run_many: Callable[[Sequence[Mapping[str, np.ndarray]]], list[dict[str, np.ndarray]]] | None \
+        = None  # micro-batches through a pipelined .om's stages
 
 
 def load_onnx(path: Path, args: argparse.Namespace) -> Runnable:
@@ -66,9 +69,15 @@ def load_onnx(path: Path, args: argparse.Namespace) -> Runnable:
 
 
 def load_om(path: Path, args: argparse.Namespace) -> Runnable:
-    """A compiled offline model; it runs in its planned arena (``gerules.runtime.model``)."""
+    """A compiled offline model; it runs in its planned arena (``gerules.runtime.model``), or
+    with ``--devices K`` as a pipeline of K stages (``gerules.runtime.pipeline``)."""
     from ..runtime.model import Model
 
+    devices = getattr(args, "devices", 1)
+    if devices > 1:
+        return _load_pipeline(path, args, devices)
+    if getattr(args, "ray_address", None):
+        raise UsageError("--ray_address needs --devices K (a model compiled with --partitions)")
     model = Model.load(path, streams=getattr(args, "streams", None),
                        budgets=options.budgets(args))
     inputs = tuple(Value.of(d.name, d.dtype, d.shape) for d in model.inputs)
@@ -77,6 +86,20 @@ def load_om(path: Path, args: argparse.Namespace) -> Runnable:
              if len(model.variants) > 1 and not ranges else ())
     return Runnable(inputs, tuple(d.name for d in model.outputs), model.run, gears, ranges)
 
+
+def _load_pipeline(path: Path, args: argparse.Namespace, devices: int) -> Runnable:
+    from ..runtime.pipeline import PipelineModel
+
+    model = PipelineModel.load(path, devices=devices, backend=args.backend,
+                               ray_address=args.ray_address, streams=args.streams)
+    _OPEN.append(model)
+    inputs = tuple(Value.of(d.name, d.dtype, d.shape) for d in model.inputs)
+    log.info("running %s on %d devices (%s backend)", path, devices, model.backend)
+    return Runnable(inputs, tuple(d.name for d in model.outputs), model.run,
+                    run_many=model.run_many)
+
+
+_OPEN: list[Any] = []  # pipelines to close when the command ends (their actors and cluster)
 
 # Model loaders by file suffix (lower case). The first entry is the fallback.
 LOADERS: dict[str, Callable[[Path, argparse.Namespace], Runnable]] = {
@@ -91,6 +114,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("model", type=Path, help="model file (.onnx or a compiled .om)")
     p.add_argument("--streams", type=int, default=None, metavar="N",
                    help=".om only: run independent branches on N streams (default: as compiled)")
+    p.add_argument("--devices", type=_positive, default=1, metavar="K",
+                   help=".om compiled with --partitions K: run its K stages on K devices, one "
+                   "Ray actor each (in this process, stage by stage, without Ray)")
+    p.add_argument("--ray_address", metavar="ADDR",
+                   help="--devices: join this Ray cluster (default: start a local one)")
+    p.add_argument("--backend", choices=("auto", "ray", "local"), default="auto",
+                   help="--devices: 'ray' (actors), 'local' (in this process) or 'auto' "
+                   "(Ray when installed)")
+    p.add_argument("--micro_batches", type=_positive, default=1, metavar="M",
+                   help="run M micro-batches (random inputs from --seed, --seed+1, ...; a "
+                   "table each); through a pipeline they overlap across the stages")
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                    help="feed input NAME from a .npy file (repeatable)")
     p.add_argument("--input-shape", "--input_shape", action="append", default=[],
@@ -103,6 +137,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=run)
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be >= 1")
+    return value
+
+
 def _seed(text: str) -> int:
     value = int(text)
     if not 0 <= value < 2**64:
@@ -111,6 +155,14 @@ def _seed(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    finally:
+        while _OPEN:
+            _OPEN.pop().close()
+
+
+def _run(args: argparse.Namespace) -> int:
     model = _load(args.model, args)
     inputs = _feeds(model, args)
     if model.gears and not getattr(args, "quiet", False):
@@ -119,18 +171,29 @@ def run(args: argparse.Namespace) -> int:
                 if k in model.gears[0]}
         print(f"ge-rewrite: running the gear {feeds.gear_name(gear)} (compiled: "
               f"{'; '.join(feeds.gear_name(g) for g in model.gears)})", file=sys.stderr)
+    batches = [inputs] + [_feeds(model, argparse.Namespace(**{**vars(args), "seed": args.seed + i}))
+                          for i in range(1, getattr(args, "micro_batches", 1))]
     start = time.perf_counter()
     try:
         with np.errstate(all="ignore"):  # NaN/Inf are results to report, not warnings
-            outputs = model.run(inputs)
+            results = (model.run_many(batches) if model.run_many is not None
+                       else [model.run(b) for b in batches])
     except GeError as e:
         raise e.with_place(file=str(args.model)) from None
-    for name, arr in outputs.items():
-        if arr.dtype.kind in "fc" and not np.isfinite(arr).all():
-            log.warning("output '%s' holds NaN or Inf values", name)
-    log.info("ran %s in %.1f ms", args.model, 1e3 * (time.perf_counter() - start))
-    saved = save_outputs(outputs, args.output_dir) if args.output_dir else {}
-    print(format_table(outputs, saved))
+    seconds = time.perf_counter() - start
+    for outputs in results:
+        for name, arr in outputs.items():
+            if arr.dtype.kind in "fc" and not np.isfinite(arr).all():
+                log.warning("output '%s' holds NaN or Inf values", name)
+    log.info("ran %s: %d micro-batch(es) in %.1f ms (%.1f per s)", args.model, len(results),
+             1e3 * seconds, len(results) / seconds if seconds > 0 else 0.0)
+    if args.output_dir and len(results) > 1:
+        raise UsageError("--output-dir saves one run's outputs; use --micro_batches 1")
+    saved = save_outputs(results[0], args.output_dir) if args.output_dir else {}
+    for i, outputs in enumerate(results):
+        if len(results) > 1:
+            print(f"micro-batch {i} (seed {args.seed + i})")
+        print(format_table(outputs, saved))
     return 0
 
 

@@ -47,7 +47,7 @@ from .signals import Stopped, Timeout, deadline, exit_code, handle_signals, word
 PROG = "ge-rewrite"
 
 # Subcommand modules, in the order ``--help`` lists them.
-COMMANDS: tuple[str, ...] = ("compile", "optimize", "run", "inspect", "rules", "explain")
+COMMANDS: tuple[str, ...] = ("compile", "optimize", "run", "inspect", "rules", "ops", "explain")
 LOG_LEVELS = ("debug", "info", "warning", "error", "null")
 EXIT_CODES = {0: "done", 1: "bad input: a model, rule, .om, .npy or other file, or what it "
               "holds", 2: "bad command line: a flag, a value, a combination",

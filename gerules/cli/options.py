@@ -21,7 +21,7 @@ from ..ir.graph import Graph
 from ..ir.registry import suggest
 from ..ir.verify import verify
 from ..onnx_io import load_model
-from ..opt.optimize import LEVELS, TARGETS, OptimizeOptions, rule_library
+from ..opt.optimize import LEVELS, TARGETS, OptimizeOptions, rule_library, switch_names
 from ..opt.switches import ATC_NAMES, Switches, read_switch_file
 from ..precision import (
     DEFAULT_CHECK,
@@ -50,6 +50,7 @@ def add_optimizer_flags(p: argparse.ArgumentParser, *, target: str) -> None:
     p.add_argument("--input_shape", "--input-shape", action="append", default=[],
                    metavar="NAME:D0,D1,...", help="fix input shapes ('a:1,3,224,224;b:1,8'; "
                    "-1 keeps a dim dynamic)")
+    add_rules_flag(p)
     add_budget_flags(p)
 
 
@@ -100,11 +101,23 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def add_rules_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rules", action="append", default=[], metavar="PATH",
+                   help="a .ger file or folder of your own rules, added to the shipped library "
+                   "(repeatable; GERULES_RULES_PATH adds more, separated like PATH)")
+
+
+def rules_of(args: argparse.Namespace) -> tuple[str, ...]:
+    """The ``--rules`` paths of a command line (checked when the library loads)."""
+    return tuple(str(p) for p in getattr(args, "rules", None) or ())
+
+
 def optimize_options(args: argparse.Namespace) -> OptimizeOptions:
     """The optimizer's options from the shared flags (checked)."""
     sw = switches(args)
     opts = OptimizeOptions(opt_level=args.opt_level, soc_version=args.soc_version,
-                           target=args.target, disabled=sw.off, enabled=sw.on)
+                           target=args.target, disabled=sw.off, enabled=sw.on,
+                           rules=rules_of(args))
     opts.check()
     return opts
 
@@ -119,12 +132,14 @@ def load_with_shapes(args: argparse.Namespace) -> Graph:
 
 
 def switches(args: argparse.Namespace) -> Switches:
-    """The fusion switch file; unknown names are a warning on stderr and are dropped."""
+    """The fusion switch file; unknown names are a warning on stderr and are dropped. The
+    rule library (with the user's ``--rules``) is loaded here, so a mistake in a rule file
+    is reported before any model is read."""
+    library = rule_library(rules_of(args))
     if not args.fusion_switch_file:
         return Switches(frozenset(), frozenset())
     read = read_switch_file(args.fusion_switch_file)
-    library = rule_library()
-    known = set(library.rulesets) | {r.name for r in library.rules} | {"ALL"}
+    known = switch_names(library) | {"ALL"}
     for name in sorted((read.off | read.on) - known):
         log.warning("%s: unknown fusion switch '%s'%s (valid: 'ALL', the rulesets %s, the "
                     "rule names of 'ge-rewrite rules list', and the atc passes %s); ignored",

@@ -135,8 +135,62 @@ def conversion_summary(report: Mapping[str, Any], phases: Mapping[str, float]) -
     casts = figures.cast_warning(rec)
     lines += [f"warning: {casts}"] if casts else []
     lines += [f"note: {n}" for n in report.get("notes", [])]
-    lines += ["", *memory_lines(rec), time_line(phases)]
+    lines += ["", *memory_lines(rec), *pipeline_lines(rec.get("pipeline")), time_line(phases)]
     return "\n".join(lines)
+
+
+def pipeline_summary(pipe: Any) -> dict[str, Any] | None:
+    """A pipelined model's stages and schedule estimate, without the per-event timeline
+    (``None`` when there is none, or when a tampered report holds something else)."""
+    if not _pipeline_shaped(pipe):
+        return None
+    keys = ("nodes", "compute_us", "transfer_us", "us", "transfer_bytes", "weights_bytes",
+            "arena_bytes", "activation_bytes")
+    schedule = {k: v for k, v in pipe.get("schedule", {}).items() if k != "events"}
+    return {"method": pipe.get("method"), "link": pipe.get("link"),
+            "balance": pipe.get("balance"), "transfer_bytes": pipe.get("transfer_bytes"),
+            "stages": [{"stage": s.get("stage"), **{k: s.get(k) for k in keys}}
+                       for s in pipe.get("stages", [])],
+            "schedule": schedule}
+
+
+def _pipeline_shaped(pipe: Any) -> bool:
+    """The record's ``pipeline`` has the types these views read (the REPORT section is
+    checked against its checksum, not against a schema)."""
+    numbers = ("nodes", "compute_us", "transfer_us", "transfer_bytes", "weights_bytes")
+    return (isinstance(pipe, dict) and isinstance(pipe.get("stages"), list)
+            and isinstance(pipe.get("link", {}), dict)
+            and isinstance(pipe.get("schedule", {}), dict)
+            and isinstance(pipe.get("balance", 0), int | float)
+            and all(isinstance(st, dict) and all(isinstance(st.get(k), int | float)
+                                                 for k in numbers)
+                    and isinstance(st.get("arena_bytes", 0), int)
+                    for st in pipe["stages"]))
+
+
+def pipeline_lines(pipe: Any) -> list[str]:
+    """The stages (estimated time, weights, arena, bytes received per micro-batch) and the
+    schedule's estimate, from the record's ``pipeline``."""
+    if not _pipeline_shaped(pipe):
+        return []
+    link = pipe.get("link", {})
+    lines = ["", f"pipeline: {len(pipe['stages'])} stages by {pipe.get('method')}, balance "
+                 f"{pipe.get('balance', 0):.2f} (slowest / mean), link {link.get('gbps')} GB/s",
+             f"{'stage':<7}{'nodes':>6}{'est. us':>10}{'transfer us':>13}{'weights':>12}"
+             f"{'arena':>12}{'received':>12}"]
+    for st in pipe["stages"]:
+        lines.append(f"{str(st.get('stage')):<7}{st['nodes']:>6}{st['compute_us']:>10.1f}"
+                     f"{st['transfer_us']:>13.1f}{mib(st['weights_bytes']):>12}"
+                     f"{mib(st.get('arena_bytes', 0)):>12}{mib(st['transfer_bytes']):>12}")
+    sch = pipe.get("schedule", {})
+    keys = ("micro_batches", "makespan_us", "throughput_per_s",
+            "single_device_throughput_per_s", "speedup", "bubble")
+    if sch and all(isinstance(sch.get(k), int | float) for k in keys):
+        lines.append(f"schedule (GPipe, {sch['micro_batches']} micro-batches, estimated): "
+                     f"{sch['makespan_us']:.1f} us, {sch['throughput_per_s']:.0f} per s vs "
+                     f"{sch['single_device_throughput_per_s']:.0f} on one device "
+                     f"({sch['speedup']:.2f}x), bubble {100 * sch['bubble']:.0f} %")
+    return lines
 
 
 def implmode_lines(impl: Mapping[str, Any]) -> list[str]:
@@ -223,6 +277,7 @@ def om_info(om: OmFile) -> dict[str, Any]:
         "estimate_us": h.us_final if rec else None,
         "estimate_source_us": h.us_source if rec else None,
         "precision": rec.get("precision"),
+        **({"pipeline": pipeline_summary(rec.get("pipeline"))} if rec.get("pipeline") else {}),
     }
 
 
@@ -246,6 +301,7 @@ def om_info_text(info: dict[str, Any]) -> str:
         m = v["memory"]
         lines.append(f"{v['name']:<16}{shapes:<34}{mib(m.get('arena', 0)):>12}"
                      f"{mib(m.get('lower_bound', 0)):>14}{v['streams']:>9}")
+    lines += pipeline_lines(info.get("pipeline"))
     return "\n".join(lines)
 
 

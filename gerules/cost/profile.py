@@ -12,6 +12,9 @@ Invariants:
   the closest shipped profile under its own name, with ``note`` saying which profile stands
   in; ``with_cores(profile, n)`` scales the cube and vector peaks to ``n`` of its AI cores
   (atc's ``--aicore_num``); launch overheads and memory bandwidth stay.
+- ``link_gbps`` / ``link_latency_us`` (optional) describe the link between two devices that a
+  pipeline's cut tensors cross (``gerules.partition``); a profile without them gets a PCIe
+  4.0 x16 link (32 GB/s, 10 us per transfer).
 """
 
 from __future__ import annotations
@@ -41,6 +44,10 @@ class SocProfile:
     ai_cores: int
     sources: tuple[str, ...] = ()
     note: str = ""  # how this profile was derived (closest profile, scaled AI cores)
+    # the device-to-device link a pipeline's cut tensors cross (``link_gbps``, and a fixed
+    # cost per transfer); profiles without one get a PCIe 4.0 x16 link
+    link_bytes_per_us: float = 32e3
+    link_latency_us: float = 10.0
 
     def peak_flops(self, unit: str, dtype: str) -> float:
         table = self.peak_flops_per_us[unit]
@@ -58,6 +65,8 @@ class SocProfile:
             "launch_us": dict(self.launch_us),
             "view_us": self.view_us,
             "ai_cores": self.ai_cores,
+            "link_gbps": self.link_bytes_per_us / 1e3,
+            "link_latency_us": self.link_latency_us,
             "note": self.note,
         }
 
@@ -150,6 +159,8 @@ def parse_profile(text: str, where: str) -> SocProfile:
         peak_flops_per_us=table,
         launch_us={u: _positive(launch.get(u), f"launch_us.{u}", where) for u in UNITS},
         view_us=_positive(data.get("view_us", 0.2), "view_us", where),
+        link_bytes_per_us=_positive(data.get("link_gbps", 32), "link_gbps", where) * 1e3,
+        link_latency_us=_positive(data.get("link_latency_us", 10), "link_latency_us", where),
         ai_cores=_count(data.get("ai_cores", 1), "ai_cores", where),
         sources=tuple(str(s) for s in data.get("sources", ())),
     )

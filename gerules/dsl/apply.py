@@ -3,7 +3,7 @@
 ``prepare`` runs as the rule's last condition: it evaluates every computed value (folded
 constants such as ``w * bcast(s, rank(w), axis=0)``, attribute expressions, ``{..n}`` copies)
 and resolves every new op's attributes against the e-graph's opset schema (defaults applied,
-as ``gerules.opt.terms`` requires). Anything that fails rejects the match with a reason, so
+as ``gerules.terms`` requires). Anything that fails rejects the match with a reason, so
 the applier never fails half-way. ``emit`` then only adds e-nodes.
 
 Invariants:
@@ -15,7 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,7 @@ import numpy as np
 from ..engine import EGraph, ENode
 from ..errors import GeError
 from ..ir.graph import TensorType
-from ..opt.terms import (
+from ..terms.terms import (
     ABSENT,
     OUTPUTS_ATTR,
     PROJ,
@@ -35,15 +35,17 @@ from ..opt.terms import (
     context_of,
     ir_attr,
 )
-from . import ast
+from . import program
 from .build import attr_value, input_constant
 from .evaluate import Env, evaluate
 from .values import EvalError, Tensor
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Prepared:
-    """One right-side node: ``kind`` is ``class``, ``const``, ``absent`` or ``op``."""
+    """One right-side node: ``kind`` is ``class``, ``const``, ``absent``, ``op`` or ``proj``
+    (output ``value`` of the node in ``children``). A node built by a ``let`` is one object
+    wherever it is used, and emitted once."""
 
     kind: str
     value: Any = None  # class id, array, or qualified op name
@@ -60,33 +62,50 @@ Lookup = Callable[[str], Any]
 
 
 class Builder:
-    """Prepares and emits one right side; ``tensors`` are the names bound to classes."""
+    """Prepares and emits the right sides of one direction (one per root) and the nodes its
+    ``let`` clauses build."""
 
-    def __init__(self, rhs: ast.Expr, tensors: set[str]) -> None:
+    def __init__(self, rhs: tuple[program.Term, ...],
+                 lets: tuple[program.NodeLet, ...] = ()) -> None:
         self.rhs = rhs
-        self.tensors = tensors
+        self.lets = lets
 
-    def prepare(self, egraph: EGraph, root: int, env: Env, classes: Lookup) -> Prepared:
-        like = _dtype(class_type(egraph, root))
-        return self.node(self.rhs, egraph, env, classes, like)
+    def prepare(self, egraph: EGraph, roots: Sequence[int], env: Env, classes: Lookup
+                ) -> tuple[Prepared, ...]:
+        """One prepared right side per root; a computed root takes its root's dtype."""
+        likes = [_dtype(class_type(egraph, r)) for r in roots]
+        built: dict[str, Prepared] = {}
+        for let in self.lets:
+            built[let.name] = self.op(let.op, egraph, env, classes, likes[0], built,
+                                      let.outputs)
+        return tuple(self.node(t, egraph, env, classes, like, built)
+                     for t, like in zip(self.rhs, likes, strict=True))
 
-    def node(self, e: ast.Expr, egraph: EGraph, env: Env, classes: Lookup,
-             like: str | None) -> Prepared:
-        if isinstance(e, ast.Name) and e.name in self.tensors:
-            return Prepared("class", classes(e.name))
-        if isinstance(e, ast.NoneLit):
+    def node(self, t: program.Term, egraph: EGraph, env: Env, classes: Lookup,
+             like: str | None, built: dict[str, Prepared]) -> Prepared:
+        if isinstance(t, program.Var):
+            return Prepared("class", classes(t.name))
+        if isinstance(t, program.Local):
+            base = built[t.name]
+            return base if t.output is None else Prepared("proj", t.output, children=(base,))
+        if isinstance(t, program.Absent):
             return Prepared("absent")
-        if isinstance(e, ast.OpCall):
-            return self.op(e, egraph, env, classes, like)
+        if isinstance(t, program.Op):
+            return self.op(t, egraph, env, classes, like, built)
         try:
-            return Prepared("const", input_constant(evaluate(e, env), like))
+            if isinstance(t, program.Const):
+                return Prepared("const", input_constant(t.value, like))
+            if isinstance(t, program.Computed):
+                return Prepared("const", input_constant(evaluate(t.expr, env), like))
         except EvalError as err:
             raise PrepareError(str(err)) from None
+        raise PrepareError("'_' has no value on a right side")
 
-    def op(self, call: ast.OpCall, egraph: EGraph, env: Env, classes: Lookup,
-           outer: str | None) -> Prepared:
+    def op(self, call: program.Op, egraph: EGraph, env: Env, classes: Lookup,
+           outer: str | None, built: dict[str, Prepared], outputs: int = 0) -> Prepared:
         """A new node; computed inputs take the first tensor input's dtype, else ``outer``
-        (the dtype expected where this node is used: the matched root's at the top)."""
+        (the dtype expected where this node is used: the matched root's at the top);
+        ``outputs`` > 0 makes it a node whose outputs are taken by index."""
         ctx = context_of(egraph)
         try:
             schema = ctx.schema(call.qualified)
@@ -94,37 +113,70 @@ class Builder:
             raise PrepareError(f"{call.qualified}: {err}") from None
         # A port with one element type (int64 shapes and axes) decides its operand's dtype.
         fixed = [_port_dtype(schema, k) for k in range(len(call.args))]
-        tensor_args = {id(a): self.node(a, egraph, env, classes, fixed[k] or outer)
-                       for k, a in enumerate(call.args) if self.is_tensor(a)}
-        like = next((d for k, a in enumerate(call.args) if id(a) in tensor_args
-                     and not fixed[k] and (d := _prepared_dtype(egraph, tensor_args[id(a)]))),
-                    outer)
-        children = tuple(tensor_args.get(id(a)) or self.node(a, egraph, env, classes,
-                                                             fixed[k] or like)
+        done: dict[int, Prepared] = {
+            k: self.node(a, egraph, env, classes, fixed[k] or outer, built)
+            for k, a in enumerate(call.args) if isinstance(a, _TENSORS)}
+        like = next((d for k, p in done.items()
+                     if not fixed[k] and (d := _prepared_dtype(egraph, p))), outer)
+        children = tuple(done[k] if k in done else self.node(a, egraph, env, classes,
+                                                             fixed[k] or like, built)
                          for k, a in enumerate(call.args))
         try:
             attrs = self.attrs(call, schema, env)
-            if call.output is not None:
-                attrs[OUTPUTS_ATTR] = schema.max_outputs or call.output + 1
+            children += self.ports(call, schema, attrs)
+            if call.output is not None or outputs:
+                attrs[OUTPUTS_ATTR] = schema.max_outputs or max(outputs, (call.output or 0) + 1)
             resolved = ctx.op_attrs(call.qualified, attrs)
         except (GeError, EvalError) as err:
             raise PrepareError(f"{call.qualified}: {err}") from None
         return Prepared("op", call.qualified, resolved, children, call.output)
 
-    def is_tensor(self, e: ast.Expr) -> bool:
-        return isinstance(e, (ast.OpCall, ast.NoneLit)) or (
-            isinstance(e, ast.Name) and e.name in self.tensors)
-
-    def attrs(self, call: ast.OpCall, schema: Any, env: Env) -> dict[str, Any]:
+    def attrs(self, call: program.Op, schema: Any, env: Env) -> dict[str, Any]:
         out: dict[str, Any] = {}
+        ports = {p.name for p in schema.inputs}
         for item in call.attrs:
-            if isinstance(item, ast.AttrCopy):
+            if isinstance(item, program.Copy):
                 out.update(copied(env, item.binder))
             elif item.name in schema.attrs:
-                out[item.name] = attr_value(schema.attrs[item.name], evaluate(item.value, env))
+                out[item.name] = attr_value(schema.attrs[item.name], attr_of(item, env))
+            elif item.name in ports:  # an attribute of older opsets, an input of this one
+                out[item.name] = attr_value(item.spec, attr_of(item, env))
             else:
                 raise EvalError(f"no attribute '{item.name}' at this opset")
         return out
+
+    @staticmethod
+    def ports(call: program.Op, schema: Any, attrs: dict[str, Any]) -> tuple[Prepared, ...]:
+        """Attributes given that are inputs at this opset (ReduceMean's ``axes`` from 18)
+        become constant inputs after the written ones, absent ones filling any gap;
+        ``attrs`` keeps only the real attributes."""
+        index = {p.name: k for k, p in enumerate(schema.inputs)}
+        moved = {index[k]: attrs.pop(k) for k in list(attrs)
+                 if k not in schema.attrs and k in index}
+        if not moved:
+            return ()
+        if min(moved) < len(call.args):
+            raise EvalError(f"input {min(moved)} is given twice")
+        out = []
+        for k in range(len(call.args), max(moved) + 1):
+            if k not in moved:
+                out.append(Prepared("absent"))
+                continue
+            dtype = _port_dtype(schema, k) or "int64"
+            out.append(Prepared("const", np.asarray(moved[k]).astype(dtype)))
+        return tuple(out)
+
+
+_TENSORS = (program.Op, program.Var, program.Absent, program.Local)
+
+
+def attr_of(item: program.Attr, env: Env) -> Any:
+    """An attribute's value on one match: a literal, an attribute variable or a value."""
+    if item.kind == "value":
+        return item.value
+    if item.kind == "var":
+        return env.lookup(item.value)
+    return evaluate(item.value, env)
 
 
 def copied(env: Env, binder: str) -> dict[str, Any]:
@@ -152,23 +204,38 @@ def _port_dtype(schema: Any, index: int) -> str | None:
     return ports[-1].dtype if ports and ports[-1].variadic else None
 
 
-def emit(egraph: EGraph, p: Prepared) -> int:
-    """Add the prepared right side; returns its class."""
+def emit(egraph: EGraph, p: Prepared, memo: dict[int, int] | None = None) -> int:
+    """Add the prepared right side; returns its class. ``memo`` (per application) emits a
+    node that several right sides share once."""
+    memo = {} if memo is None else memo
+    found = memo.get(id(p))
+    if found is not None:
+        return found
     if p.kind == "class":
-        return int(p.value)
-    if p.kind == "const":
-        return int(add_const(egraph, np.asarray(p.value)))
-    if p.kind == "absent":
-        return int(egraph.add(ENode(ABSENT, (), ())))
-    children = tuple(emit(egraph, c) for c in p.children)
+        cid = int(p.value)
+    elif p.kind == "const":
+        cid = int(add_const(egraph, np.asarray(p.value)))
+    elif p.kind == "absent":
+        cid = int(egraph.add(ENode(ABSENT, (), ())))
+    elif p.kind == "proj":
+        cid = int(egraph.add(ENode(PROJ, (("index", p.value),), (emit(egraph, p.children[0],
+                                                                         memo),))))
+    else:
+        cid = _emit_op(egraph, p, memo)
+    memo[id(p)] = cid
+    return cid
+
+
+def _emit_op(egraph: EGraph, p: Prepared, memo: dict[int, int]) -> int:
+    children = tuple(emit(egraph, c, memo) for c in p.children)
     cid = int(egraph.add(ENode(p.value, p.attrs, children)))
-    if p.output is None:
+    count = dict(p.attrs).get(OUTPUTS_ATTR)
+    if count is None:
         return cid
     # Every output of a new tuple node gets its projection, so rules rooted at another
     # output (``ge.AddLayerNorm(...)[1] => Add(x, r)``) can find it.
-    count = int(dict(p.attrs).get(OUTPUTS_ATTR, p.output + 1))
-    projs = [int(egraph.add(ENode(PROJ, (("index", k),), (cid,)))) for k in range(count)]
-    return projs[p.output]
+    projs = [int(egraph.add(ENode(PROJ, (("index", k),), (cid,)))) for k in range(int(count))]
+    return cid if p.output is None else projs[p.output]
 
 
 def tensor_of(egraph: EGraph, name: str, cid: int) -> Tensor:

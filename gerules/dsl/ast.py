@@ -183,9 +183,24 @@ class OpCall:
         return f"{self.domain}.{self.op}" if self.domain else self.op
 
 
+@dataclass(frozen=True, slots=True)
+class OpRef:
+    """An op named without inputs: in ``commutative`` and ``opclass`` lines, and as a value
+    (``activation = F``: the op's qualified name, a string; for an op variable, the name of
+    the op it stands for)."""
+
+    domain: str
+    op: str
+    span: Span
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.domain}.{self.op}" if self.domain else self.op
+
+
 Expr = (
     Num | Str | Bool | NoneLit | Name | Wildcard | ListLit | TupleLit | AttrRead | Index |
-    Slice | Unary | Binary | Call | OpCall
+    Slice | Unary | Binary | Call | OpCall | OpRef
 )
 
 
@@ -193,13 +208,24 @@ Expr = (
 
 
 @dataclass(frozen=True, slots=True)
+class TypedArg:
+    """``x: f32[2, 4, 16]`` in a decorator: a variable and the tensor type it takes."""
+
+    name: str
+    dtype: str
+    dims: tuple[int, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
 class Decorator:
-    """``@exact`` or ``@approx(rtol=1e-3, atol=1e-5)``."""
+    """``@exact``, ``@approx(rtol=1e-3, atol=1e-5)`` or ``@example(x: f32[2, 4], c = 0.5)``."""
 
     name: str
     args: tuple[Expr, ...]
     kwargs: tuple[Kwarg, ...]
     span: Span
+    typed: tuple[TypedArg, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +249,16 @@ Clause = Where | Let
 
 
 @dataclass(frozen=True, slots=True)
+class OpFor:
+    """``for F in CLASS`` (or ``for F in (Relu, Tanh)``): ``F`` stands for each op in turn."""
+
+    var: str
+    classname: str | None  # a declared ``opclass``, or None for the listed ``ops``
+    ops: tuple[OpRef, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
 class Rule:
     """``rule name: lhs clauses => rhs clauses`` (clauses run in text order)."""
 
@@ -235,6 +271,7 @@ class Rule:
     ruleset: str | None
     span: Span
     name_span: Span
+    for_ops: tuple[OpFor, ...] = ()
 
     @property
     def arrow(self) -> str:
@@ -249,21 +286,22 @@ class Include:
 
 @dataclass(frozen=True, slots=True)
 class RulesetDecl:
-    """``ruleset name``: the rules below it, up to the next ``ruleset`` line, belong to it."""
+    """``ruleset name``: the rules below it, up to the next ``ruleset`` line, belong to it.
+    ``extend ruleset name`` does the same for a ruleset declared in another file."""
 
     name: str
     span: Span
+    extend: bool = False
 
 
 @dataclass(frozen=True, slots=True)
-class OpRef:
-    domain: str
-    op: str
-    span: Span
+class OpClass:
+    """``opclass unary_math = Relu | Sigmoid | activations``: a named set of ops (a member
+    ``Name`` is another class)."""
 
-    @property
-    def qualified(self) -> str:
-        return f"{self.domain}.{self.op}" if self.domain else self.op
+    name: str
+    members: tuple[OpRef | Name, ...]
+    span: Span
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,14 +338,49 @@ Step = Run | Saturate | Repeat
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
-    """``schedule O2: saturate(fold, simplify), repeat(3, fuse)``: steps run in sequence."""
+    """``schedule O2: saturate(fold, simplify), repeat(3, fuse)``: steps run in sequence.
+    ``schedule O2 += steps`` appends steps to a schedule declared in another file."""
 
     name: str
     steps: tuple[Step, ...]
     span: Span
+    extend: bool = False
 
 
-Item = Include | RulesetDecl | Commutative | Rule | Schedule
+@dataclass(frozen=True, slots=True)
+class Param:
+    """An input of an op definition; ``b?`` is optional (absent inputs reach the body as
+    absent inputs)."""
+
+    name: str
+    optional: bool
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class AttrDecl:
+    """``epsilon: float = 1e-6``: an attribute of an op definition, its kind and default."""
+
+    name: str
+    kind: str
+    default: Expr | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class OpDef:
+    """``op ge.RMSNorm(x, w) {epsilon: float = 1e-6} = body``: an op defined by its body (a
+    tuple of expressions for several outputs); ``text`` is the declaration as written."""
+
+    ref: OpRef  # the op being defined
+    params: tuple[Param, ...]
+    attrs: tuple[AttrDecl, ...]
+    body: Expr
+    span: Span
+    text: str
+
+
+Item = Include | RulesetDecl | Commutative | OpClass | OpDef | Rule | Schedule
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
-"""Checked rules -> engine rewrites, rulesets and schedules.
+"""Resolved rules -> engine rewrites, rulesets and schedules.
 
-Each rule becomes a ``gerules.engine.Rewrite`` (two for ``<=>``: ``name`` and ``name/rev``):
+Each direction of a resolved rule (``program.Direction``) becomes a ``gerules.engine.Rewrite``
+(two for ``<=>``: ``name`` and ``name/rev``):
 - searcher: the left side as an engine pattern (ops by qualified name, ``Var`` per variable,
   ``as n`` binders, attribute constants and ``AttrVar``s, ``Proj`` for ``Op(...)[k]``,
   ``Absent`` for ``none``), with the library's ``commutative`` ops;
@@ -11,9 +12,9 @@ Each rule becomes a ``gerules.engine.Rewrite`` (two for ``<=>``: ``name`` and ``
 - applier: ``emit`` of the prepared right side.
 
 Invariants:
-- Only a library that passed ``check_library`` is compiled (``compile_library`` re-checks
-  names and raises ``RuleError`` otherwise); compiled rules never raise on a match: every
-  failure is a ``Reject`` with a reason the optimizer's report shows.
+- Only resolved rules are compiled (the checker read each rule once; nothing here looks at
+  the syntax tree again); compiled rules never raise on a match: every failure is a
+  ``Reject`` with a reason the optimizer's report shows.
 - Conditions read only the matched classes' data and bound nodes (``incremental=True``).
 - Each compiled rule keeps its numerical contract and source span for the verifier.
 """
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +33,7 @@ from ..engine import (
     WILDCARD,
     AttrVar,
     EGraph,
+    MultiPattern,
     Pattern,
     PatternNode,
     POp,
@@ -46,17 +47,14 @@ from ..engine import (
     Var,
 )
 from ..engine.schedule import Step
-from ..ir.registry import OpSchema, Registry, default_registry
-from ..opt.terms import ABSENT, PROJ, class_value, hashable_attr, ir_attr
-from . import ast
+from ..ir.registry import Registry
+from ..terms.terms import ABSENT, PROJ, class_value, hashable_attr, ir_attr
+from . import ast, program
 from .apply import Builder, PrepareError, emit, tensor_of
 from .build import attr_value, matches_literal
-from .builtins import CONSTANTS
-from .contract import Contract, contract_of
-from .errors import RuleError, raise_errors
+from .contract import Contract
 from .evaluate import evaluate
-from .loader import RuleLibrary
-from .rulecheck import RuleChecker
+from .program import Direction, Program, ResolvedRule, Term
 from .values import EvalError, truth
 
 log = logging.getLogger(__name__)
@@ -66,14 +64,23 @@ RHS = "#rhs"  # the prepared right side in a substitution (a name no rule can wr
 
 @dataclass(frozen=True, slots=True)
 class CompiledRule:
-    """One source rule: its rewrites (two for ``<=>``), contract and place."""
+    """One source rule: its rewrites (one per direction of ``resolved``), contract, place."""
 
     name: str
     ruleset: str
     rewrites: tuple[Rewrite, ...]
     contract: Contract
     span: ast.Span
-    source: ast.Rule
+    resolved: ResolvedRule
+    registry: Registry  # the ops the rule was checked against (the library's own included)
+
+    @property
+    def source(self) -> ast.Rule:
+        return self.resolved.source
+
+    @property
+    def directions(self) -> tuple[Direction, ...]:
+        return self.resolved.directions
 
 
 @dataclass(frozen=True)
@@ -85,6 +92,7 @@ class CompiledRules:
     schedules: Mapping[str, Step]
     commutative: frozenset[str]
     _by_rewrite: Mapping[str, CompiledRule] = field(default_factory=dict, repr=False)
+    program: Program | None = field(default=None, repr=False)
 
     def rewrites(self) -> tuple[Rewrite, ...]:
         return tuple(rw for r in self.rules for rw in r.rewrites)
@@ -92,6 +100,26 @@ class CompiledRules:
     def rule(self, name: str) -> CompiledRule:
         """The compiled rule for a rule or rewrite name (``name/rev`` included)."""
         return self._by_rewrite[name]
+
+    def has(self, name: str) -> bool:
+        return name in self._by_rewrite
+
+    @property
+    def registry(self) -> Registry:
+        """The registry with the library's own ops (``op`` declarations)."""
+        if self.program is None:
+            from ..ir.registry import default_registry
+
+            return default_registry()
+        return self.program.registry
+
+    @property
+    def notes(self) -> list[str]:
+        """What a run should say about the library: replaced rules, unscheduled rulesets."""
+        if self.program is None:
+            return []
+        return [r.describe() for r in self.program.replaced] + [
+            str(w) for w in self.program.warnings]
 
     def contract(self, name: str) -> Contract:
         return self.rule(name).contract
@@ -116,17 +144,6 @@ class MatchEnv:
 
     def node(self, binder: str) -> Any:
         return self.subst.node(binder)
-
-
-class _Source:
-    def __init__(self, sources: Mapping[str, str]) -> None:
-        self.lines = {f: text.split("\n") for f, text in sources.items()}
-
-    def text(self, span: ast.Span) -> str:
-        lines = self.lines.get(span.file)
-        if not lines or span.line != span.end_line or span.line > len(lines):
-            return "a constant"
-        return lines[span.line - 1][span.col - 1: span.end_col - 1]
 
 
 # ---------------------------------------------------------------- conditions
@@ -159,8 +176,26 @@ class FloatAttrCheck:
         return subst if ok else Reject(self.reason, miss=True)
 
 
+class PortAttr:
+    """An attribute variable given as an input (``program.PortVar``): the class bound to
+    ``name`` holds a constant, which binds the attribute variable."""
+
+    def __init__(self, name: str, attr: str, spec: Any) -> None:
+        self.name, self.attr, self.spec = name, attr, spec
+        self.reason = f"{attr}: the input is not a constant"
+
+    def __call__(self, egraph: EGraph, root: int, subst: Subst) -> Subst | Reject:
+        array = class_value(egraph, int(subst[self.name]))
+        if array is None:
+            return Reject(self.reason)
+        try:
+            return subst.extend(self.attr, attr_value(self.spec, np.asarray(array)))
+        except EvalError as e:
+            return Reject(f"{self.attr}: {e}")
+
+
 class Where:
-    def __init__(self, clause: ast.Where, tensors: frozenset[str]) -> None:
+    def __init__(self, clause: program.Where, tensors: frozenset[str]) -> None:
         self.expr, self.reason, self.tensors = clause.expr, clause.text, tensors
 
     def __call__(self, egraph: EGraph, root: int, subst: Subst) -> Subst | Reject:
@@ -174,7 +209,7 @@ class Where:
 
 
 class LetValue:
-    def __init__(self, clause: ast.Let, tensors: frozenset[str]) -> None:
+    def __init__(self, clause: program.Let, tensors: frozenset[str]) -> None:
         self.name, self.expr, self.tensors = clause.name, clause.expr, tensors
         self.text = clause.text
 
@@ -194,8 +229,9 @@ class Prepare:
 
     def __call__(self, egraph: EGraph, root: int, subst: Subst) -> Subst | Reject:
         env = MatchEnv(egraph, subst, self.tensors)
+        roots = [int(subst.match[r]) for r in subst.layout.roots]
         try:
-            prepared = self.builder.prepare(egraph, root, env, lambda n: int(subst[n]))
+            prepared = self.builder.prepare(egraph, roots, env, lambda n: int(subst[n]))
         except PrepareError as e:
             return Reject(f"right side: {e}")
         except Exception as e:  # noqa: BLE001
@@ -210,7 +246,8 @@ def unexpected(what: str, error: Exception) -> Reject:
 
 
 def _emit(egraph: EGraph, root: int, subst: Subst) -> tuple[int, ...]:
-    return (emit(egraph, subst[RHS]),)
+    memo: dict[int, int] = {}
+    return tuple(emit(egraph, p, memo) for p in subst[RHS])
 
 
 # ---------------------------------------------------------------- patterns
@@ -219,90 +256,114 @@ def _emit(egraph: EGraph, root: int, subst: Subst) -> tuple[int, ...]:
 class _PatternBuilder:
     """The left side as an engine pattern, plus the checks its constants need."""
 
-    def __init__(self, schemas: Mapping[int, OpSchema], source: _Source) -> None:
-        self.schemas = schemas
-        self.source = source
+    def __init__(self) -> None:
         self.checks: list[Any] = []
+        self.ports: set[str] = set()
         self.fresh = itertools.count()
 
-    def node(self, e: ast.Expr) -> PatternNode:
-        if isinstance(e, ast.OpCall):
-            return self.op(e)
-        if isinstance(e, ast.Name) and e.name not in CONSTANTS:
-            return Var(e.name)
-        if isinstance(e, ast.Wildcard):
-            return WILDCARD
-        if isinstance(e, ast.NoneLit):
+    def node(self, t: Term) -> PatternNode:
+        if isinstance(t, program.Op):
+            return self.op(t)
+        if isinstance(t, program.Var):
+            return Var(t.name)
+        if isinstance(t, program.Absent):
             return POp(ABSENT)
-        name = f"#k{next(self.fresh)}"
-        value = evaluate(e, _EMPTY)
-        self.checks.append(LiteralCheck(name, value, self.source.text(e.span)))
-        return Var(name)
+        if isinstance(t, program.Const):
+            name = f"#k{next(self.fresh)}"
+            self.checks.append(LiteralCheck(name, t.value, t.text))
+            return Var(name)
+        if isinstance(t, program.PortVar):
+            if t.name not in self.ports:
+                self.ports.add(t.name)
+                self.checks.append(PortAttr(t.name, t.attr, t.spec))
+            return Var(t.name)
+        return WILDCARD
 
-    def op(self, call: ast.OpCall) -> PatternNode:
-        schema = self.schemas[id(call)]
-        attrs = tuple(self.attr(item, schema) for item in call.attrs
-                      if isinstance(item, ast.AttrSet) and not isinstance(item.value,
-                                                                        ast.Wildcard))
+    def op(self, call: program.Op) -> PatternNode:
+        attrs = tuple(self.attr(item) for item in call.attr_items())
         children = tuple(self.node(a) for a in call.args)
         node = POp(call.qualified, children, tuple(sorted(attrs)), call.binder)
         if call.output is None:
             return node
         return POp(PROJ, (node,), (("index", call.output),))
 
-    def attr(self, item: ast.AttrSet, schema: OpSchema) -> tuple[str, Any]:
-        if isinstance(item.value, ast.Name) and item.value.name not in CONSTANTS:
-            return item.name, AttrVar(item.value.name)
-        spec = schema.attrs[item.name]
-        value = attr_value(spec, evaluate(item.value, _EMPTY))
-        if spec.kind == "float":
+    def attr(self, item: program.Attr) -> tuple[str, Any]:
+        if item.kind == "var":
+            return item.name, AttrVar(item.value)
+        if item.spec.kind == "float":
             name = f"#a{next(self.fresh)}"
-            self.checks.append(FloatAttrCheck(name, item.name, value))
+            self.checks.append(FloatAttrCheck(name, item.name, item.value))
             return item.name, AttrVar(name)
-        return item.name, hashable_attr(value)
-
-
-class _Empty:
-    def lookup(self, name: str) -> Any:
-        raise KeyError(name)
-
-    def node_attr(self, binder: str, attr: str) -> Any:
-        raise EvalError("no node is bound here")
-
-
-_EMPTY = _Empty()
+        return item.name, hashable_attr(item.value)
 
 
 # ---------------------------------------------------------------- rules
 
 
-def _direction(name: str, lhs: ast.Expr, rhs: ast.Expr, clauses: Iterable[ast.Clause],
-               schemas: Mapping[int, OpSchema], commutative: frozenset[str],
-               source: _Source) -> Rewrite:
-    builder = _PatternBuilder(schemas, source)
-    pattern = Pattern(builder.node(lhs), commutative)
+def compile_direction(direction: Direction, commutative: frozenset[str]) -> Rewrite:
+    """One direction of a resolved rule as an engine rewrite."""
+    builder = _PatternBuilder()
+    nodes = [builder.node(r) for r in direction.roots]
+    pattern: Pattern | MultiPattern = Pattern(nodes[0], commutative) if len(nodes) == 1 else \
+        MultiPattern(nodes, commutative, ordered=symmetric(direction.roots))
     tensors = frozenset(pattern.layout.classes)
     conditions: list[Any] = list(builder.checks)
-    for clause in clauses:
-        conditions.append(Where(clause, tensors) if isinstance(clause, ast.Where)
+    for clause in direction.clauses:
+        conditions.append(Where(clause, tensors) if isinstance(clause, program.Where)
                           else LetValue(clause, tensors))
-    conditions.append(Prepare(Builder(rhs, set(tensors)), tensors))
-    return Rewrite(name, pattern, _emit, conditions=conditions, incremental=True)
+    conditions.append(Prepare(Builder(direction.rhs, direction.lets), tensors))
+    return Rewrite(direction.name, pattern, _emit, conditions=conditions, incremental=True)
 
 
-def compile_rule(rule: ast.Rule, registry: Registry, commutative: frozenset[str],
-                 sources: Mapping[str, str]) -> CompiledRule:
-    """One checked rule as engine rewrites; raises ``RuleError`` for an unchecked one."""
-    checker = RuleChecker(rule, registry)
-    raise_errors(checker.check())
-    source, schemas = _Source(sources), checker.scope.schemas
-    rewrites = [_direction(rule.name, rule.lhs, rule.rhs, rule.clauses, schemas, commutative,
-                           source)]
-    if rule.bidirectional:
-        rewrites.append(_direction(f"{rule.name}/rev", rule.rhs, rule.lhs, rule.clauses,
-                                   schemas, commutative, source))
-    return CompiledRule(rule.name, rule.ruleset or "", tuple(rewrites), contract_of(rule),
-                        rule.span, rule)
+def symmetric(roots: tuple[program.Op, ...]) -> bool:
+    """True when the roots are one pattern up to the names they do not share (horizontal
+    fusion's ``MatMul(x, wq), MatMul(x, wk)``): every order of a set of roots would match,
+    so each set is matched once (the guards must then treat the roots alike)."""
+    counts: dict[str, int] = {}
+    for root in roots:
+        for name in set(_names(root)):
+            counts[name] = counts.get(name, 0) + 1
+    shared = {n for n, c in counts.items() if c > 1}
+    shapes = {_shape(root, shared, {}) for root in roots}
+    return len(shapes) == 1
+
+
+def _names(t: Term) -> Iterable[str]:
+    if isinstance(t, program.Var | program.PortVar):
+        yield t.name
+    elif isinstance(t, program.Op):
+        if t.binder:
+            yield t.binder
+        for a in t.attr_items():
+            if a.kind == "var":
+                yield a.value
+        for arg in t.args:
+            yield from _names(arg)
+
+
+def _shape(t: Term, shared: set[str], renamed: dict[str, str]) -> Any:
+    """``t`` with the names not in ``shared`` renamed in order of first use."""
+    def name(n: str) -> str:
+        return n if n in shared else renamed.setdefault(n, f"#{len(renamed)}")
+
+    if isinstance(t, program.Var | program.PortVar):
+        return ("var", name(t.name))
+    if isinstance(t, program.Const):
+        return ("const", repr(t.value))
+    if isinstance(t, program.Op):
+        attrs = tuple((a.name, a.kind, name(a.value) if a.kind == "var" else repr(a.value))
+                      for a in t.attr_items())
+        return (t.qualified, t.output, t.binder and name(t.binder), attrs,
+                tuple(_shape(a, shared, renamed) for a in t.args))
+    return (type(t).__name__,)
+
+
+def compile_rule(rule: ResolvedRule, commutative: frozenset[str], registry: Registry
+                 ) -> CompiledRule:
+    """One resolved rule as engine rewrites (one per direction)."""
+    rewrites = tuple(compile_direction(d, commutative) for d in rule.directions)
+    return CompiledRule(rule.name, rule.ruleset, rewrites, rule.contract, rule.span, rule,
+                        registry)
 
 
 def _step(step: ast.Step, rulesets: Mapping[str, Ruleset]) -> Step:
@@ -314,29 +375,20 @@ def _step(step: ast.Step, rulesets: Mapping[str, Ruleset]) -> Step:
     return Saturate(*inner)
 
 
-def compile_library(lib: RuleLibrary, registry: Registry | None = None) -> CompiledRules:
-    """Compile a checked library (see ``load_rules``) into engine objects."""
-    registry = registry or default_registry()
-    commutative = frozenset(op.qualified for op in lib.commutative)
-    sources = lib.sources
-    try:
-        rules = tuple(compile_rule(r, registry, commutative, sources) for r in lib.rules)
-    except RuleError as e:
-        raise e.attach(sources) from None
-    grouped: dict[str, list[Rewrite]] = {name: [] for name in lib.rulesets}
+def compile_program(program: Program) -> CompiledRules:
+    """Compile a complete resolved program (see ``check.resolve_library``)."""
+    return assemble(program, [compile_rule(r, program.commutative, program.registry)
+                              for r in program.rules])
+
+
+def assemble(program: Program, rules: Iterable[CompiledRule]) -> CompiledRules:
+    """Engine rulesets and schedules around compiled rules."""
+    rules = tuple(rules)
+    grouped: dict[str, list[Rewrite]] = {name: [] for name in program.rulesets}
     for r in rules:
         grouped.setdefault(r.ruleset, []).extend(r.rewrites)
     rulesets = {name: Ruleset(name, rws) for name, rws in grouped.items()}
-    schedules = {s.name: Seq(*(_step(step, rulesets) for step in s.steps))
-                 for s in lib.schedules.values()}
+    schedules = {name: Seq(*(_step(step, rulesets) for step in steps))
+                 for name, steps in program.schedules.items()}
     by_rewrite = {rw.name: r for r in rules for rw in r.rewrites}
-    return CompiledRules(rules, rulesets, schedules, commutative, by_rewrite)
-
-
-def load_compiled(paths: Iterable[str | os.PathLike[str]] | None = None,
-                  registry: Registry | None = None, *, soundness: bool = True
-                  ) -> CompiledRules:
-    """``load_rules`` then ``compile_library``: rule files to engine objects in one call."""
-    from . import load_rules
-
-    return compile_library(load_rules(paths, registry, soundness=soundness), registry)
+    return CompiledRules(rules, rulesets, schedules, program.commutative, by_rewrite, program)

@@ -19,7 +19,8 @@ from ..ir.registry import suggest
 from . import ast
 from .errors import RuleError
 
-DECORATORS = {"exact": (), "approx": ("rtol", "atol")}
+DECORATORS = {"exact": (), "approx": ("rtol", "atol"), "replace": (), "example": ()}
+MARKERS = ("replace", "example")  # decorators that are not part of the numerical contract
 DEFAULT_RTOL = 1e-5
 DEFAULT_ATOL = 1e-8
 
@@ -49,10 +50,14 @@ def check_decorators(rule: ast.Rule) -> list[RuleError]:
     for d in rule.decorators:
         if d.name not in DECORATORS:
             msg = f"unknown decorator @{d.name}{suggest(d.name, DECORATORS)}"
-            errors.append(RuleError(msg + "; rules take @exact or @approx(rtol=.., atol=..)",
-                                    d.span))
+            errors.append(RuleError(msg + "; rules take @exact or @approx(rtol=.., atol=..), "
+                                          "@replace and @example(x: f32[2, 3])", d.span))
             continue
-        if seen & {"exact", "approx"}:
+        if d.name == "example":
+            continue  # its arguments are the rule's variables: checked with the rule
+        if d.name in seen and d.name in MARKERS:
+            errors.append(RuleError(f"@{d.name} is given twice", d.span))
+        elif d.name not in MARKERS and seen & {"exact", "approx"}:
             errors.append(RuleError("a rule has one numerical contract: @exact or @approx",
                                     d.span))
         seen.add(d.name)
@@ -62,6 +67,8 @@ def check_decorators(rule: ast.Rule) -> list[RuleError]:
 
 def _check_args(d: ast.Decorator) -> list[RuleError]:
     allowed = DECORATORS[d.name]
+    if d.typed:
+        return [RuleError(f"@{d.name} takes no typed arguments", d.typed[0].span)]
     if d.args:
         return [RuleError(f"@{d.name} takes keyword arguments only "
                           f"({', '.join(f'{a}=' for a in allowed) or 'none'})", d.args[0].span)]
@@ -76,6 +83,11 @@ def _check_args(d: ast.Decorator) -> list[RuleError]:
         errors.append(RuleError("@approx needs a tolerance: @approx(rtol=1e-3) or atol=..",
                                 d.span))
     return errors
+
+
+def replaces(rule: ast.Rule) -> bool:
+    """True when the rule is marked ``@replace``: it replaces a rule of the same name."""
+    return any(d.name == "replace" for d in rule.decorators)
 
 
 def contract_of(rule: ast.Rule) -> Contract:

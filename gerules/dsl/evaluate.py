@@ -138,6 +138,7 @@ def _op_call(e: ast.OpCall, env: Env) -> Any:
 _HANDLERS: dict[type, Callable[[Any, Env], Any]] = {
     ast.Num: lambda e, env: e.value,
     ast.Str: lambda e, env: e.value,
+    ast.OpRef: lambda e, env: e.qualified,
     ast.Bool: lambda e, env: e.value,
     ast.NoneLit: lambda e, env: None,
     ast.Name: _name,

@@ -165,10 +165,49 @@ class ToAst(Transformer_NonRecursive):  # type: ignore[type-arg]
         return ast.Include(unquote(c[0]), self.span(meta))
 
     def ruleset(self, meta: Any, c: list[Any]) -> ast.RulesetDecl:
-        return ast.RulesetDecl(str(c[0]), self.span(meta))
+        return ast.RulesetDecl(str(c[1]), self.span(meta), extend=c[0] is not None)
 
     def commutative(self, meta: Any, c: list[Any]) -> ast.Commutative:
         return ast.Commutative(tuple(ast.OpRef(d, o, s) for d, o, s in c), self.span(meta))
+
+    def opclass(self, meta: Any, c: list[Any]) -> ast.OpClass:
+        members = tuple(m if isinstance(m, ast.Name) else ast.OpRef(*m) for m in c[1:])
+        return ast.OpClass(str(c[0]), members, self.span(meta))
+
+    def class_ref(self, meta: Any, c: list[Any]) -> ast.Name:
+        return ast.Name(str(c[0]), self.span(meta))
+
+    def op_for(self, meta: Any, c: list[Any]) -> ast.OpFor:
+        var, rest = str(c[0]), [x for x in c[2:] if x is not None]
+        if len(rest) == 1 and isinstance(rest[0], Token):
+            return ast.OpFor(var, str(rest[0]), (), self.span(meta))
+        return ast.OpFor(var, None, tuple(ast.OpRef(*r) for r in rest), self.span(meta))
+
+    def opdef(self, meta: Any, c: list[Any]) -> ast.OpDef:
+        (domain, op, op_span), params, attrs, body = c
+        text = self.source[meta.start_pos:meta.end_pos]
+        return self.nested(ast.OpDef(ast.OpRef(domain, op, op_span), tuple(params or ()),
+                                     tuple(attrs or ()), body, self.span(meta), text), body)
+
+    def params(self, meta: Any, c: list[Any]) -> list[Any]:
+        return c
+
+    def param(self, meta: Any, c: list[Any]) -> ast.Param:
+        return ast.Param(str(c[0]), c[1] is not None, self.span(meta))
+
+    def attr_decls(self, meta: Any, c: list[Any]) -> list[Any]:
+        return [x for x in c if x is not None]
+
+    def attr_decl(self, meta: Any, c: list[Any]) -> ast.AttrDecl:
+        return ast.AttrDecl(str(c[0]), str(c[1]), c[2], self.span(meta))
+
+    def roots(self, meta: Any, c: list[Any]) -> ast.TupleLit:
+        """A side with several roots, as a tuple of its patterns or right sides."""
+        return self.nested(ast.TupleLit(tuple(c), self.span(meta)), *c)
+
+    def op_value(self, meta: Any, c: list[Any]) -> ast.OpRef:
+        domain, op, _ = c[0]
+        return ast.OpRef(domain, op, self.span(meta))
 
     def opname(self, meta: Any, c: list[Any]) -> tuple[str, str, Span]:
         domain, _, op = str(c[0]).rpartition(".")
@@ -178,18 +217,32 @@ class ToAst(Transformer_NonRecursive):  # type: ignore[type-arg]
     def rule(self, meta: Any, c: list[Any]) -> ast.Rule:
         decorators = [x for x in c if isinstance(x, ast.Decorator)]
         rest = c[len(decorators):]
-        name, lhs = rest[0], rest[1]
+        name = rest[0]
+        for_ops = tuple(x for x in rest[1:] if isinstance(x, ast.OpFor))
+        rest = [name, *rest[1 + len(for_ops):]]
+        lhs = rest[1]
         arrow = next(i for i, x in enumerate(rest) if isinstance(x, str) and x in ("=>", "<=>"))
         clauses = tuple(rest[2:arrow]) + tuple(rest[arrow + 2:])
         return ast.Rule(str(name), tuple(decorators), lhs, clauses, rest[arrow] == "<=>",
-                        rest[arrow + 1], None, self.span(meta), self.tspan(name))
+                        rest[arrow + 1], None, self.span(meta), self.tspan(name), for_ops)
 
     def arrow(self, meta: Any, c: list[Any]) -> str:
         return str(c[0])
 
     def decorator(self, meta: Any, c: list[Any]) -> ast.Decorator:
-        args, kwargs = self.split_args(c[1] if len(c) > 1 else ())
-        return ast.Decorator(str(c[0]), args, kwargs, self.span(meta))
+        items = c[1] if len(c) > 1 and c[1] is not None else []
+        typed = tuple(x for x in items if isinstance(x, ast.TypedArg))
+        args, kwargs = self.split_args([x for x in items if not isinstance(x, ast.TypedArg)])
+        return ast.Decorator(str(c[0]), args, kwargs, self.span(meta), typed)
+
+    def dec_args(self, meta: Any, c: list[Any]) -> list[Any]:
+        return c
+
+    def typed_arg(self, meta: Any, c: list[Any]) -> ast.TypedArg:
+        name, dtype, *dims = c
+        return ast.TypedArg(str(name), str(dtype),
+                            tuple(self.int_value(d) for d in dims if d is not None),
+                            self.span(meta))
 
     def where(self, meta: Any, c: list[Any]) -> ast.Where:
         raw = self.source[meta.start_pos:meta.end_pos]
@@ -201,7 +254,8 @@ class ToAst(Transformer_NonRecursive):  # type: ignore[type-arg]
 
     # ------------------------------------------------------------ schedules
     def schedule(self, meta: Any, c: list[Any]) -> ast.Schedule:
-        return ast.Schedule(c[0], c[1], self.span(meta))
+        extend = len(c) == 3
+        return ast.Schedule(c[0], c[-1], self.span(meta), extend=extend)
 
     def sched_name(self, meta: Any, c: list[Any]) -> str:
         return str(c[0])

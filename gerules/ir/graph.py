@@ -13,6 +13,8 @@ Invariants (checked by ``gerules.ir.verify.verify``):
   only arrays whose ``fingerprint`` (dtype, shape and a few sampled elements, O(1)) equals
   another's, so most weights are never hashed at all.
 - Domain ``""`` is ai.onnx; fused NPU ops live in domain ``"ge"``.
+- ``functions`` holds the composite ops (``ir.composite``) the nodes use, with what they use,
+  so a graph (and the ``.om`` or ONNX file written from it) runs without the rule files.
 - A subgraph (an attribute of If, Loop, Scan) is a ``Graph`` whose nodes may read names it
   does not define: its ``free_names``, values of the enclosing graph. The node that owns it
   lists those values as its last inputs (the reader appends them), in the order of
@@ -27,12 +29,15 @@ import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .attrs import EMPTY, Attrs
 from .dtypes import DType, itemsize
+
+if TYPE_CHECKING:
+    from .composite import CompositeOp
 
 Dim = int | str
 Shape = tuple[Dim, ...]
@@ -151,6 +156,7 @@ class Graph:
     name: str = "graph"
     opset: Mapping[str, int] = field(default_factory=lambda: {"": 17})
     metadata: Mapping[str, str] = field(default_factory=dict)
+    functions: tuple[CompositeOp, ...] = ()  # ops defined by a body (ir.composite), used here
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(self.nodes))
@@ -161,6 +167,7 @@ class Graph:
         object.__setattr__(self, "value_info", _frozen_map(self.value_info))
         object.__setattr__(self, "opset", _frozen_map(self.opset))
         object.__setattr__(self, "metadata", _frozen_map(self.metadata))
+        object.__setattr__(self, "functions", tuple(self.functions))
 
     def replace(self, **changes: Any) -> Graph:
         return dataclasses.replace(self, **changes)
@@ -199,6 +206,10 @@ class Graph:
             arr = self.initializers[name]
             return TensorType(arr.dtype.name, tuple(int(d) for d in arr.shape))
         return None
+
+    def function(self, domain: str, op: str) -> CompositeOp | None:
+        """The composite op ``domain.op`` this graph carries, if any."""
+        return next((f for f in self.functions if f.domain == domain and f.name == op), None)
 
     def key(self) -> tuple[Any, ...]:
         """A hashable structural key (nodes, signature, weights by content)."""

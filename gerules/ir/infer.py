@@ -46,6 +46,11 @@ class _Env:
 
 
 def schema_for(node: Node, graph: Graph, registry: Registry) -> OpSchema:
+    """The schema of ``node``: a composite op the graph carries, else the registry's at the
+    graph's opset."""
+    function = graph.function(node.domain, node.op) if graph.functions else None
+    if function is not None:
+        return function.schema(registry)
     try:
         return registry.get(node.op, node.domain, graph.opset.get(node.domain))
     except GeError as e:

@@ -115,6 +115,15 @@ class OpSchema:
     doc: str = ""
     unit_of: UnitFn | None = None
     kernel_out: KernelOutFn | None = None
+    body: Any = None  # the ir.composite.CompositeOp an op defined in .ger evaluates
+
+    @property
+    def kind(self) -> str:
+        """``built-in`` (ai.onnx), ``fused`` (a ge op with its own kernel) or ``composite``
+        (defined by a body of other ops)."""
+        if self.body is not None:
+            return "composite"
+        return "built-in" if not self.domain else "fused"
 
     @property
     def qualified_op(self) -> str:
@@ -213,6 +222,14 @@ class Registry:
 
     def has(self, op: str, domain: str = "") -> bool:
         return (domain, op) in self._schemas
+
+    def extend(self, schemas: Iterable[OpSchema]) -> Registry:
+        """A new registry with this one's schemas and ``schemas`` (this one is unchanged)."""
+        out = Registry()
+        out._schemas = {k: list(v) for k, v in self._schemas.items()}
+        for s in schemas:
+            out.add(s)
+        return out
 
     def ops(self, domain: str | None = None) -> list[tuple[str, str]]:
         """All ``(domain, op)`` pairs, sorted."""

@@ -9,6 +9,10 @@ Invariants:
   variant per batch size; a static model has one variant named ``"default"``. A range bucket
   (``ranges``) is planned at its highest sizes and runs every size inside its ranges: every
   tensor is then no larger than planned, so the plan's offsets stay valid.
+- A pipelined model (``pipeline``) also has exactly one variant: the whole model on one
+  device, so any reader runs it as an ordinary model. Its stages cover every node once, each
+  reads only graph inputs, weights and earlier stages' outputs, and the model's outputs are
+  graph inputs or some stage's outputs.
 """
 
 from __future__ import annotations
@@ -43,6 +47,26 @@ class Variant:
 
 
 @dataclass(frozen=True, slots=True)
+class Stage:
+    """One stage of a pipelined model: its nodes (indices into the model graph's nodes) as a
+    graph of their own (inputs: graph inputs and other stages' outputs; outputs: what later
+    stages and the model's outputs need) with its own memory plan."""
+
+    name: str
+    nodes: tuple[int, ...]
+    variant: Variant
+
+
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    """The stages of a model cut for pipeline-parallel execution, in pipeline order, and the
+    partition's figures (informational JSON: method, link, estimates, schedule)."""
+
+    stages: tuple[Stage, ...]
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class OmContents:
     graph: Graph
     variants: tuple[Variant, ...]
@@ -50,3 +74,4 @@ class OmContents:
     compile_options: Mapping[str, Any] = field(default_factory=dict)
     command_line: str = ""
     producer: str = ""
+    pipeline: Pipeline | None = None  # a pipelined model's stages (format 1.1)

@@ -5,7 +5,8 @@ Invariants:
   ``names.name_problem``, dims are integers in ``0..MAX_DIM`` (symbolic dims only in declared
   graph inputs and outputs), byte sizes are computed with Python integers and bounded, weights
   lie inside the WEIGHTS section at multiples of 64, ops resolve in the registry at the graph's
-  opset, and each variant's memory plan passes ``verify_plan``.
+  opset, and each variant's memory plan passes ``verify_plan``; a pipeline's stages each pass
+  the same checks as a variant, cover every node once and read only what is available.
 - Every failure is an ``OmError`` whose one-line message names the file, the section and the
   field, node or tensor.
 - Weights become read-only ``np.frombuffer`` views of the file's memory map (no copies).
@@ -22,13 +23,14 @@ import numpy as np
 
 from ..errors import GeError, OmError
 from ..ir.attrs import Attrs
+from ..ir.composite import AttrRef, CompositeOp, body_problem
 from ..ir.dtypes import ONNX_CODES, itemsize, to_numpy
 from ..ir.graph import UNTYPED, Graph, Node, TensorType, Value
-from ..ir.registry import Registry
+from ..ir.registry import AttrSpec, Port, Registry, default_registry
 from ..ir.verify import verify
 from ..memory.plan import MemoryFigures, MemoryPlan
 from ..memory.verify import verify_plan
-from .contents import OmContents, Variant
+from .contents import OmContents, Pipeline, Stage, Variant
 from .format import ALIGN, Section
 from .names import name_problem
 
@@ -38,6 +40,8 @@ MAX_ARENA_BYTES = 1 << 42
 MAX_OPSET = 10_000
 MAX_NESTING = 16  # subgraphs inside subgraphs (as the ONNX reader allows)
 _FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+ATTR_KINDS = ("int", "float", "string", "ints", "floats", "strings")
+_REGISTRY = default_registry
 
 
 class Doc:
@@ -111,9 +115,72 @@ def decode(doc: Any, buffer: Any, weights: Section, where: str,
     if len({v.name for v in variants}) != len(variants):
         raise d.fail("variants", "two variants have the same name")
     options = d.obj(top.get("compile_options", {}), "compile_options")
+    pipeline = None
+    if "pipeline" in top:
+        if len(variants) != 1:
+            raise d.fail("pipeline", "a pipelined model has exactly one variant")
+        pipeline = _pipeline(d, top["pipeline"], variants[0].graph, registry)
     return OmContents(graph, tuple(variants), d.text(top.get("soc_version", ""), "soc_version"),
                       options, d.text(top.get("command_line", ""), "command_line"),
-                      d.text(top.get("producer", ""), "producer"))
+                      d.text(top.get("producer", ""), "producer"), pipeline)
+
+
+def _pipeline(d: Doc, raw: Any, whole: Graph, registry: Registry) -> Pipeline:
+    """The stages, checked: they cover every node once, and each reads only graph inputs,
+    weights and earlier stages' outputs; every model output is available at the end."""
+    raw = d.obj(raw, "pipeline")
+    available = set(whole.input_names)
+    owner: dict[int, str] = {}
+    stages = []
+    for i, st in enumerate(d.seq(d.get(raw, "stages", "pipeline"), "pipeline.stages")):
+        ctx = f"pipeline.stages[{i}]"
+        st = d.obj(st, ctx)
+        name = d.name(d.get(st, "name", ctx), f"{ctx}.name")
+        ctx = f"pipeline stage '{name}'"
+        nodes = tuple(d.items(d.get(st, "nodes", ctx), f"{ctx}.nodes",
+                              lambda x, c: d.integer(x, c, 0, len(whole.nodes) - 1)))
+        for k in nodes:
+            if k in owner:
+                raise d.fail(f"{ctx}.nodes", f"node {k} is already in stage '{owner[k]}'")
+            owner[k] = name
+        raw_v = d.obj(d.get(st, "variant", ctx), f"{ctx}.variant")
+        inputs = d.items(d.get(raw_v, "inputs", ctx), f"{ctx}.inputs",
+                         lambda x, c: _value(d, x, c, static=True))
+        outputs = d.items(d.get(raw_v, "outputs", ctx), f"{ctx}.outputs",
+                          lambda x, c: _value(d, x, c, static=True))
+        for v in inputs:
+            if v.name not in available:
+                raise d.fail(f"{ctx}.inputs", f"'{v.name}' is neither a graph input nor an "
+                                              "output of an earlier stage")
+            if v.type != whole.type_of(v.name):
+                raise d.fail(f"{ctx}.inputs '{v.name}'", f"{v.type} differs from the model's "
+                                                          f"{whole.type_of(v.name)}")
+        part = [whole.nodes[k] for k in nodes]
+        used = {n for node in part for n in node.present_inputs()}
+        made = {o for node in part for o in node.outputs}
+        for v in outputs:
+            if v.name not in made:
+                raise d.fail(f"{ctx}.outputs", f"'{v.name}' is not made by this stage")
+        g = Graph(tuple(part), tuple(inputs), tuple(outputs),
+                  {k: a for k, a in whole.initializers.items() if k in used},
+                  name=name, opset=whole.opset)
+        try:
+            verify(g, registry, shapes=False)
+        except GeError as e:
+            raise d.fail(ctx, str(e)) from None
+        variant = _variant(d, raw_v, ctx, g, registry)
+        available.update(v.name for v in outputs)
+        stages.append(Stage(name, nodes, variant))
+    if len(owner) != len(whole.nodes):
+        missing = next(k for k in range(len(whole.nodes)) if k not in owner)
+        raise d.fail("pipeline.stages", f"node {missing} ('{whole.nodes[missing].label}') is "
+                                        "in no stage")
+    for out in whole.output_names:
+        if out not in available and out not in whole.initializers:
+            raise d.fail("pipeline", f"model output '{out}' is not an output of any stage")
+    if not stages:
+        raise d.fail("pipeline.stages", "a pipeline has at least one stage")
+    return Pipeline(tuple(stages), d.obj(raw.get("info", {}), "pipeline.info"))
 
 
 def _blob(d: Doc, b: Any, ctx: str, buffer: Any, weights: Section) -> np.ndarray:
@@ -178,7 +245,11 @@ def _graph(d: Doc, g: Any, blobs: list[np.ndarray], depth: int = 0) -> Graph:
         item = d.obj(item, ctx)
         name = d.name(d.get(item, "name", ctx), f"{ctx}.name")
         inits[name] = _weight(d, item.get("weight"), f"{ctx} '{name}'", blobs)
+    functions: list[CompositeOp] = []
+    for i, f in enumerate(d.seq(g.get("functions", []), "graph.functions")):
+        functions.append(_function(d, f, f"graph.functions[{i}]", blobs, functions))
     return Graph(
+        functions=tuple(functions),
         nodes=tuple(d.items(d.get(g, "nodes", "graph"), "graph.nodes",
                             lambda n, c: _node(d, n, c, blobs, depth))),
         inputs=tuple(d.items(d.get(g, "inputs", "graph"), "graph.inputs",
@@ -193,11 +264,50 @@ def _weight(d: Doc, idx: Any, ctx: str, blobs: list[np.ndarray]) -> np.ndarray:
     return blobs[d.integer(idx, f"{ctx}.weight", 0, len(blobs) - 1)]
 
 
-def _node(d: Doc, n: Any, ctx: str, blobs: list[np.ndarray], depth: int = 0) -> Node:
+def _function(d: Doc, f: Any, ctx: str, blobs: list[np.ndarray],
+              earlier: list[CompositeOp]) -> CompositeOp:
+    """A composite op; its body may use only functions listed before it."""
+    f = d.obj(f, ctx)
+    domain = d.name(d.get(f, "domain", ctx), f"{ctx}.domain")
+    name = d.name(d.get(f, "name", ctx), f"{ctx}.name")
+    ctx = f"function '{domain}.{name}'"
+    inputs = []
+    for k, p in enumerate(d.seq(d.get(f, "inputs", ctx), f"{ctx}.inputs")):
+        p = d.obj(p, f"{ctx}.inputs[{k}]")
+        inputs.append(Port(d.name(d.get(p, "name", ctx), f"{ctx}.inputs[{k}].name"),
+                           p.get("optional") is True))
+    attrs = []
+    for k, a in enumerate(d.seq(d.get(f, "attrs", ctx), f"{ctx}.attrs")):
+        a = d.obj(a, f"{ctx}.attrs[{k}]")
+        kind = d.text(d.get(a, "kind", ctx), f"{ctx}.attrs[{k}].kind")
+        if kind not in ATTR_KINDS:
+            raise d.fail(f"{ctx}.attrs[{k}]", f"unknown attribute kind '{kind[:40]}'")
+        default = a.get("default")
+        value = None if default is None else _attr(d, default, f"{ctx}.attrs[{k}]", blobs)
+        attrs.append(AttrSpec(d.name(d.get(a, "name", ctx), f"{ctx}.attrs[{k}].name"),
+                              kind, value, required=value is None))  # type: ignore[arg-type]
+    nodes = d.items(d.get(f, "nodes", ctx), f"{ctx}.nodes",
+                    lambda n, c: _node(d, n, c, blobs, refs=True))
+    uses = {(u.domain, u.name): u for u in earlier}
+    op = CompositeOp(domain, name, tuple(inputs),
+                     tuple(d.name(o, f"{ctx}.outputs")
+                           for o in d.seq(d.get(f, "outputs", ctx), f"{ctx}.outputs")),
+                     tuple(attrs), tuple(nodes),
+                     d.integer(d.get(f, "opset", ctx), f"{ctx}.opset", 1, MAX_OPSET),
+                     tuple(uses[n.domain, n.op] for n in nodes if (n.domain, n.op) in uses),
+                     d.text(f.get("doc", ""), f"{ctx}.doc"))
+    problem = body_problem(op, _REGISTRY())
+    if problem:
+        raise d.fail(ctx, problem)
+    return op
+
+
+def _node(d: Doc, n: Any, ctx: str, blobs: list[np.ndarray], depth: int = 0,
+          refs: bool = False) -> Node:
     n = d.obj(n, ctx)
     name = d.name(n.get("name", ""), f"{ctx}.name", empty=True)
     ctx = f"node '{name}'" if name else ctx
-    attrs = {d.name(k, f"{ctx}.attrs"): _attr(d, v, f"{ctx}.attrs.{k}", blobs, depth)
+    attrs = {d.name(k, f"{ctx}.attrs"): _attr(d, v, f"{ctx}.attrs.{k}", blobs, depth, refs)
              for k, v in d.obj(n.get("attrs", {}), f"{ctx}.attrs").items()}
     return Node(
         op=d.name(d.get(n, "op", ctx), f"{ctx}.op"),
@@ -209,13 +319,16 @@ def _node(d: Doc, n: Any, ctx: str, blobs: list[np.ndarray], depth: int = 0) -> 
         domain=d.name(n.get("domain", ""), f"{ctx}.domain", empty=True))
 
 
-def _attr(d: Doc, a: Any, ctx: str, blobs: list[np.ndarray], depth: int = 0) -> Any:
+def _attr(d: Doc, a: Any, ctx: str, blobs: list[np.ndarray], depth: int = 0,
+          refs: bool = False) -> Any:
     a = d.obj(a, ctx)
     kind = d.text(d.get(a, "type", ctx), f"{ctx}.type")
     if kind == "tensor":
         return _weight(d, a.get("weight"), ctx, blobs)
     if kind == "graph":
         return _graph(d, d.get(a, "value", ctx), blobs, depth + 1)
+    if kind == "ref" and refs:  # inside a function body: one of its own attributes
+        return AttrRef(d.name(d.get(a, "value", ctx), ctx))
     value = d.get(a, "value", ctx)
     one = {"int": lambda x, c: d.integer(x, c, -(1 << 63), (1 << 63) - 1),
            "float": lambda x, c: _float(d, x, c), "string": d.text}

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..ir.attrs import AttrValue
+from ..ir.composite import AttrRef, CompositeOp
 from ..ir.dtypes import ONNX_CODES
 from ..ir.graph import UNTYPED, Graph, Node, TensorType, Value, unique_arrays
 from .contents import OmContents, Variant
@@ -40,9 +41,11 @@ class Blobs:
     size: int  # bytes of the WEIGHTS section, padding included
 
 
-def collect_blobs(graph: Graph) -> Blobs:
-    """Initializers and attribute tensors, each content stored once."""
-    arrays = _all_tensors(graph)
+def collect_blobs(graph: Graph, groups: Sequence[Sequence[int]] = ()) -> Blobs:
+    """Initializers and attribute tensors, each content stored once; with ``groups`` (a
+    pipeline's stages as node indices) stage by stage, so the weights a stage uses first lie
+    in one span of WEIGHTS."""
+    arrays = _all_tensors(graph) if not groups else _by_stage(graph, groups)
     for arr in arrays:
         _check_dtype(arr.dtype.name)
     unique, index = unique_arrays(arrays)
@@ -56,13 +59,25 @@ def collect_blobs(graph: Graph) -> Blobs:
 def _all_tensors(graph: Graph) -> list[np.ndarray]:
     """Initializers and attribute tensors, of subgraphs too."""
     found = list(graph.initializers.values())
-    for node in graph.nodes:
+    bodies = [n for f in graph.functions for n in f.nodes]
+    for node in (*graph.nodes, *bodies):
         for v in node.attrs.values():
             if isinstance(v, np.ndarray):
                 found.append(v)
             elif isinstance(v, Graph):
                 found.extend(_all_tensors(v))
     return found
+
+
+def _by_stage(graph: Graph, groups: Sequence[Sequence[int]]) -> list[np.ndarray]:
+    found: list[np.ndarray] = []
+    for group in groups:
+        for k in group:
+            node = graph.nodes[k]
+            found += [graph.initializers[n] for n in node.present_inputs()
+                      if n in graph.initializers]
+            found += _all_tensors(Graph((node,), (), ()))
+    return found + list(graph.initializers.values())
 
 
 def _check_dtype(dtype: str) -> None:
@@ -82,7 +97,26 @@ def encode(contents: OmContents, blobs: Blobs) -> dict[str, Any]:
         "soc_version": contents.soc_version,
         "compile_options": dict(contents.compile_options),
         "command_line": contents.command_line,
+        **({"pipeline": encode_pipeline(contents, blobs)} if contents.pipeline else {}),
     }
+
+
+def encode_pipeline(contents: OmContents, blobs: Blobs) -> dict[str, Any]:
+    """The stages: nodes, the span of WEIGHTS their weights start in, their plans."""
+    assert contents.pipeline is not None
+    stages, seen = [], set()
+    for st in contents.pipeline.stages:
+        ids = sorted({blobs.index[id(a)] for a in _all_tensors(st.variant.graph)})
+        own = [i for i in ids if i not in seen]
+        seen.update(ids)
+        lo = blobs.offsets[own[0]] if own else 0
+        hi = blobs.offsets[own[-1]] + blobs.arrays[own[-1]].nbytes if own else 0
+        stages.append({
+            "name": check_name(st.name, "stage name"), "nodes": list(st.nodes),
+            "weights": {"offset": lo, "nbytes": hi - lo, "blobs": ids,
+                        "bytes": sum(blobs.arrays[i].nbytes for i in ids)},
+            "variant": encode_variant(st.variant)})
+    return {"stages": stages, "info": dict(contents.pipeline.info)}
 
 
 def encode_graph(graph: Graph, blobs: Blobs) -> dict[str, Any]:
@@ -96,6 +130,25 @@ def encode_graph(graph: Graph, blobs: Blobs) -> dict[str, Any]:
                           "weight": blobs.index[id(arr)]}
                          for name, arr in graph.initializers.items()],
         "nodes": [encode_node(n, blobs) for n in graph.nodes],
+        "functions": [encode_function(f, blobs) for f in graph.functions],
+    }
+
+
+def encode_function(f: CompositeOp, blobs: Blobs) -> dict[str, Any]:
+    """A composite op with its body (its uses come earlier in the list)."""
+    where = f"function '{f.qualified}'"
+    return {
+        "domain": check_name(f.domain, f"{where} domain"),
+        "name": check_name(f.name, f"{where} name"),
+        "opset": f.opset,
+        "inputs": [{"name": check_name(p.name, f"{where} input"), "optional": p.optional}
+                   for p in f.inputs],
+        "outputs": [check_name(o, f"{where} output") for o in f.outputs],
+        "attrs": [{"name": check_name(a.name, f"{where} attribute"), "kind": a.kind,
+                   "default": None if a.default is None else
+                   encode_attr(a.default, blobs, f"{where}.{a.name}")} for a in f.attrs],
+        "nodes": [encode_node(n, blobs) for n in f.nodes],
+        "doc": f.doc,
     }
 
 
@@ -122,7 +175,9 @@ def encode_node(node: Node, blobs: Blobs) -> dict[str, Any]:
     }
 
 
-def encode_attr(value: AttrValue, blobs: Blobs, where: str) -> dict[str, Any]:
+def encode_attr(value: AttrValue | AttrRef, blobs: Blobs, where: str) -> dict[str, Any]:
+    if isinstance(value, AttrRef):  # a function body's reference to its own attribute
+        return {"type": "ref", "value": check_name(value.name, where)}
     if isinstance(value, np.ndarray):
         return {"type": "tensor", "weight": blobs.index[id(value)]}
     if isinstance(value, Graph):

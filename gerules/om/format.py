@@ -29,7 +29,8 @@ from ..errors import OmError
 
 MAGIC = b"\x89GEROM\r\n"
 HUAWEI_MAGIC = b"IMOD"  # 0x444F4D49 little-endian: a CANN atc .om file
-VERSION = (1, 0)
+VERSION = (1, 0)  # what an ordinary model is written as
+PIPELINE_MINOR = 1  # 1.1: MODEL_DEF may hold "pipeline" (the stages of a pipelined model)
 ALIGN = 64
 HEADER = struct.Struct("<8sHHIIIQ32s")
 ENTRY = struct.Struct("<IIQQ8x32s")
@@ -84,12 +85,12 @@ def header_size(count: int) -> int:
     return HEADER.size + ENTRY.size * count
 
 
-def pack_header(sections: list[Section], file_size: int) -> bytes:
+def pack_header(sections: list[Section], file_size: int, minor: int = VERSION[1]) -> bytes:
     """The header and section table, with its own checksum filled in."""
     table = b"".join(ENTRY.pack(s.kind, s.flags, s.offset, s.length, s.digest)
                      for s in sections)
     size = header_size(len(sections))
-    fixed = HEADER.pack(MAGIC, *VERSION, 0, size, len(sections), file_size, bytes(32))
+    fixed = HEADER.pack(MAGIC, VERSION[0], minor, 0, size, len(sections), file_size, bytes(32))
     digest = hashlib.sha256(fixed + table).digest()
     return fixed[:32] + digest + table
 

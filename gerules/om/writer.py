@@ -8,6 +8,9 @@ Invariants:
   map every weight array is 64-byte aligned in memory. Sizes are 64-bit: no 2 GiB limit.
 - No pickle and no eval anywhere: MODEL_DEF and REPORT are strict JSON (``allow_nan=False``).
 - The writer checks what it writes: names, dtypes and JSON-ability raise ``ModelError``.
+- An ordinary model is format 1.0; a pipelined one (``contents.pipeline``) is 1.1, whose
+  only addition is MODEL_DEF's ``pipeline`` field (a 1.0 reader ignores it and runs the whole
+  model on one device), with WEIGHTS laid out stage by stage.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from ..fileio import atomic_open
 from ..ir.graph import byte_view
 from .contents import OmContents
 from .encode import Blobs, collect_blobs, encode
-from .format import ALIGN, Kind, Section, header_size, pack_header, pad
+from .format import ALIGN, PIPELINE_MINOR, VERSION, Kind, Section, header_size, pack_header, pad
 
 
 def write_om(path: str | os.PathLike[str], contents: OmContents,
@@ -32,14 +35,15 @@ def write_om(path: str | os.PathLike[str], contents: OmContents,
     """Write ``contents`` (and an opaque JSON ``report``) to ``path`` atomically; its size.
 
     (Inside ``fileio.all_or_none`` the file reaches ``path`` only when the block ends.)"""
-    blobs = collect_blobs(contents.graph)
+    groups = [st.nodes for st in contents.pipeline.stages] if contents.pipeline else []
+    blobs = collect_blobs(contents.graph, groups)
     model_def = _json(encode(contents, blobs), "MODEL_DEF")
     parts: list[tuple[Kind, bytes | Blobs]] = [(Kind.MODEL_DEF, model_def),
                                                (Kind.WEIGHTS, blobs)]
     if report is not None:
         parts.append((Kind.REPORT, _json(dict(report), "REPORT")))
     with atomic_open(path) as f:
-        return _write(f, parts)
+        return _write(f, parts, PIPELINE_MINOR if contents.pipeline else VERSION[1])
 
 
 def _json(doc: Any, what: str) -> bytes:
@@ -49,7 +53,7 @@ def _json(doc: Any, what: str) -> bytes:
         raise ModelError(f"{what} cannot be written as JSON: {e}") from None
 
 
-def _write(f: BinaryIO, parts: list[tuple[Kind, bytes | Blobs]]) -> int:
+def _write(f: BinaryIO, parts: list[tuple[Kind, bytes | Blobs]], minor: int) -> int:
     start = header_size(len(parts))
     f.write(bytes(start + pad(start)))
     sections = []
@@ -60,7 +64,7 @@ def _write(f: BinaryIO, parts: list[tuple[Kind, bytes | Blobs]]) -> int:
         f.write(bytes(pad(f.tell())))
     total = f.tell()
     f.seek(0)
-    f.write(pack_header(sections, total))
+    f.write(pack_header(sections, total, minor))
     f.seek(total)
     return total
 

@@ -142,7 +142,16 @@ class GraphProto(Message):
 
 
 class FunctionProto(Message):
-    FIELDS: ClassVar[dict[int, Field]] = {1: f("name", "string"), 10: f("domain", "string")}
+    FIELDS: ClassVar[dict[int, Field]] = {
+        1: f("name", "string"), 4: f("input", "string", repeated=True),
+        5: f("output", "string", repeated=True), 6: f("attribute", "string", repeated=True),
+        11: f("attribute_proto", "message", repeated=True, of="AttributeProto"),
+        7: f("node", "message", repeated=True, of="NodeProto"), 8: f("doc_string", "string"),
+        9: f("opset_import", "message", repeated=True, of="OperatorSetIdProto"),
+        10: f("domain", "string"), 13: f("overload", "string"),
+        12: f("value_info", "message", repeated=True, of="ValueInfoProto"),
+        14: f("metadata_props", "message", repeated=True, of="StringStringEntryProto"),
+    }
 
 
 class ModelProto(Message):

@@ -11,6 +11,9 @@ Invariants:
   ``ai.onnx.preview`` (FlexAttention) and ``ai.onnx.preview.training`` (the optimizers) keep
   their names;
   every other domain is refused where a node uses it. A node's domain must be imported.
+- Model-local functions (``FunctionProto``) are read as composite ops (``read_functions``)
+  and carried by the graph (``Graph.functions``); a node calling one keeps the function's
+  domain.
 - Names are kept. An unnamed node gets ``<op>_<index>`` (made unique); two nodes with the
   same name are an error (the ONNX IR makes node names unique within a graph).
 - An omitted optional output (``""``) is dropped at the end of a node's outputs and gets a
@@ -35,8 +38,9 @@ import numpy as np
 from ..errors import GeError, ModelError
 from ..ir import dtypes
 from ..ir.attrs import Attrs
+from ..ir.composite import AttrRef
 from ..ir.graph import UNTYPED, Dim, Graph, Node, Value, captures
-from ..ir.registry import MAX_OPSET
+from ..ir.registry import MAX_OPSET, default_registry
 from . import proto
 from .proto import (
     AttributeProto,
@@ -48,6 +52,7 @@ from .proto import (
     TensorProto,
     ValueInfoProto,
 )
+from .read_functions import read_functions
 from .tensors import ExternalReader, check_dims, tensor_to_array
 
 log = logging.getLogger(__name__)
@@ -68,7 +73,7 @@ class _Reader:
     used_dims: set[str] = field(default_factory=set)
     used_names: set[str] = field(default_factory=set)  # tensor names, for fresh ones
     opset: dict[str, int] = field(default_factory=dict)
-    functions: set[str] = field(default_factory=set)
+    functions: set[tuple[str, str]] = field(default_factory=set)  # the model's own ops
     depth: int = 0
 
 
@@ -104,9 +109,13 @@ def model_to_graph(model: ModelProto, *, max_bytes: int,
     inputs = [_value(vi, reader) for vi in g.input]
     if model.ir_version < 4:
         inputs = [v for v in inputs if v.name not in initializers]
-    reader.functions = {text(f.name, "function name") for f in model.functions}
+    functions = read_functions(
+        model, opset, lambda proto, name, refs: _node(proto, name, opset, set(), reader, refs),
+        lambda a: _attr(a, {}, reader)[1], text, default_registry())
+    reader.functions = {(f.domain, f.name) for f in functions}
     nodes = _nodes(g.node, opset, reader.functions, reader)
     return Graph(
+        functions=functions,
         nodes=tuple(nodes),
         inputs=tuple(inputs),
         outputs=tuple(_value(vi, reader) for vi in g.output),
@@ -217,8 +226,8 @@ def _dim(d: Dimension, tensor: str, axis: int, reader: _Reader) -> Dim:
     return fresh
 
 
-def _nodes(protos: Sequence[NodeProto], opset: dict[str, int], functions: set[str],
-           reader: _Reader) -> list[Node]:
+def _nodes(protos: Sequence[NodeProto], opset: dict[str, int],
+           functions: set[tuple[str, str]], reader: _Reader) -> list[Node]:
     explicit = [text(n.name, "node name") for n in protos]
     taken = {name for name in explicit if name}
     first: dict[str, int] = {}
@@ -243,20 +252,23 @@ def _generated_name(op: str, index: int, taken: set[str]) -> str:
     return name
 
 
-def _node(proto: NodeProto, name: str, opset: dict[str, int], functions: set[str],
-          reader: _Reader) -> Node:
+def _node(proto: NodeProto, name: str, opset: dict[str, int],
+          functions: set[tuple[str, str]], reader: _Reader, refs: bool = False) -> Node:
+    """One node; ``functions`` are the model's own (domain, op) pairs; ``refs`` allows
+    references to the attributes of the function the node is in."""
     op = text(proto.op_type, "op type", node=name)
     raw_domain = text(proto.domain, "domain", node=name, op=op)
     place = {"node": name, "op": f"{raw_domain}.{op}" if raw_domain else op}
-    if op in functions:
-        raise ModelError("calls a model-local function (functions are not supported)", **place)
-    domain = domain_of(raw_domain, **place)
-    if domain not in opset:
-        raise ModelError(f"uses domain '{raw_domain or 'ai.onnx'}', which the model does not "
-                         "import in opset_import", **place)
+    if (raw_domain, op) in functions or refs and raw_domain not in DOMAIN_ALIASES:
+        domain = raw_domain  # a model-local function (its body is checked where it is read)
+    else:
+        domain = domain_of(raw_domain, **place)
+        if domain not in opset and not refs:
+            raise ModelError(f"uses domain '{raw_domain or 'ai.onnx'}', which the model does "
+                             "not import in opset_import", **place)
     inputs = tuple(text(i, "input name", **place) for i in proto.input)
     outputs = _outputs([text(o, "output name", **place) for o in proto.output], name, reader)
-    attrs = dict(_attr(a, place, reader) for a in proto.attribute)
+    attrs = dict(_attr(a, place, reader, refs) for a in proto.attribute)
     if len(attrs) != len(proto.attribute):
         raise ModelError("an attribute appears twice", **place)
     node = Node(op, inputs, outputs, Attrs(attrs), name=name, domain=domain)
@@ -279,9 +291,11 @@ def _outputs(names: list[str], node: str, reader: _Reader) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _attr(a: AttributeProto, place: dict[str, str], reader: _Reader
+def _attr(a: AttributeProto, place: dict[str, str], reader: _Reader, refs: bool = False
           ) -> tuple[str, object]:
     name = text(a.name, "attribute name", **place)
+    if a.ref_attr_name and refs:
+        return name, AttrRef(text(a.ref_attr_name, "attribute reference", **place))
     if a.ref_attr_name:
         raise ModelError(f"attribute '{name}' refers to a function attribute", **place)
     try:

@@ -7,6 +7,8 @@ Invariants:
   as a float); attributes of ops the registry does not know are typed by their Python values.
 - ``opset_import`` holds the graph's opsets plus ``ge`` whenever a ``ge`` op is present;
   ``ir_version`` is the smallest one those opsets need.
+- Composite ops the graph carries are written as model-local functions (``functions``), so
+  onnxruntime runs them.
 - A graph input with an initializer is written as both (an input with a default).
 - A subgraph attribute is written as a GraphProto that reads the enclosing values by the names
   they have now: the node's captured inputs (``ir.graph.captures``) are dropped from its
@@ -36,17 +38,15 @@ from ..fileio import atomic_write, check_output_path
 from ..ir import dtypes
 from ..ir.attrs import AttrValue
 from ..ir.graph import UNTYPED, Graph, Node, Value, captures
+from ..ir.infer import schema_for
 from ..ir.registry import MAX_OPSET, AttrKind, Registry, default_registry
+from .functions import function_protos
+from .read_functions import KIND_TYPES
 from .tensors import array_to_tensor
 
 EXTERNAL_THRESHOLD = 1800 << 20  # weights above this go to external data (protobuf: < 2 GiB)
 EXTERNAL_MIN_TENSOR = 1024
 ALIGNMENT = 64
-_A = onnx.AttributeProto
-_KIND_TYPES: dict[str, int] = {
-    "int": _A.INT, "float": _A.FLOAT, "string": _A.STRING, "ints": _A.INTS,
-    "floats": _A.FLOATS, "strings": _A.STRINGS, "tensor": _A.TENSOR,
-}
 
 
 def to_model_proto(graph: Graph, registry: Registry | None = None) -> onnx.ModelProto:
@@ -55,8 +55,9 @@ def to_model_proto(graph: Graph, registry: Registry | None = None) -> onnx.Model
     opset = _opset(graph)
     g = _graph_proto(graph, registry, opset)
     imports = [helper.make_opsetid(d, v) for d, v in sorted(opset.items())]
+    functions = function_protos(graph.functions, registry, opset.get("", 17), _attribute)
     model = helper.make_model(g, opset_imports=imports, producer_name="gerules",
-                              producer_version=_version())
+                              producer_version=_version(), functions=functions)
     model.ir_version = helper.find_min_ir_version_for(imports, ignore_unknown=True)
     if graph.metadata.get("onnx.domain"):
         model.domain = graph.metadata["onnx.domain"]
@@ -68,7 +69,7 @@ def _graph_proto(graph: Graph, registry: Registry, opset: Mapping[str, int],
                  renamed: Mapping[str, str] | None = None) -> onnx.GraphProto:
     """``graph`` as a GraphProto; ``renamed`` maps enclosing names a subgraph reads."""
     return helper.make_graph(
-        nodes=[_node(n, registry, opset, renamed or {}) for n in graph.nodes],
+        nodes=[_node(n, graph, registry, opset, renamed or {}) for n in graph.nodes],
         name=graph.name,
         inputs=[_value_info(v) for v in graph.inputs],
         outputs=[_value_info(v) for v in graph.outputs],
@@ -86,8 +87,10 @@ def _version() -> str:
 
 def _opset(graph: Graph) -> dict[str, int]:
     opset = dict(graph.opset)
-    for node in graph.nodes:
+    for node in (*graph.nodes, *(n for f in graph.functions for n in f.nodes)):
         opset.setdefault(node.domain, MAX_OPSET.get(node.domain, 1))
+    for f in graph.functions:
+        opset.setdefault(f.domain, 1)
     return opset
 
 
@@ -109,9 +112,9 @@ def _value_info(v: Value) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(v.name, dtypes.to_onnx(v.dtype), shape)
 
 
-def _node(node: Node, registry: Registry, opset: Mapping[str, int],
+def _node(node: Node, graph: Graph, registry: Registry, opset: Mapping[str, int],
           renamed: Mapping[str, str]) -> onnx.NodeProto:
-    kinds = _attr_kinds(node, registry, opset)
+    kinds = _attr_kinds(node, graph, registry)
     inputs = [renamed.get(i, i) for i in node.inputs]
     names = captures(node.attrs)
     bound = dict(zip(names, inputs[len(inputs) - len(names):], strict=True)) if names else {}
@@ -126,9 +129,9 @@ def _node(node: Node, registry: Registry, opset: Mapping[str, int],
     return proto
 
 
-def _attr_kinds(node: Node, registry: Registry, opset: Mapping[str, int]) -> dict[str, str]:
+def _attr_kinds(node: Node, graph: Graph, registry: Registry) -> dict[str, str]:
     try:
-        schema = registry.get(node.op, node.domain, opset.get(node.domain))
+        schema = schema_for(node, graph, registry)
     except GeError:
         return {}
     return {name: spec.kind for name, spec in schema.attrs.items()}
@@ -142,7 +145,7 @@ def _attribute(name: str, value: AttrValue, kind: str | None) -> onnx.AttributeP
         value = float(value)  # type: ignore[arg-type]
     elif kind == "floats":
         value = tuple(float(v) for v in value)  # type: ignore[union-attr]
-    return helper.make_attribute(name, value, attr_type=_KIND_TYPES[kind])
+    return helper.make_attribute(name, value, attr_type=KIND_TYPES[kind])
 
 
 def _guess_kind(value: AttrValue) -> AttrKind:

@@ -4,7 +4,8 @@ Invariants:
 - Leaves and projections cost nothing but a tie-break proportional to constant bytes (so of two
   equal graphs the one with smaller weights wins); an op costs its roofline estimate computed
   from its class's and its children's types.
-- An op the target cannot run costs ``inf`` (``--target onnx`` forbids domain ``ge``), and so
+- An op the target cannot run costs ``inf`` (``--target onnx`` forbids the ``ge`` ops with
+  kernels of their own; composite ops are written as ONNX functions, so they stay), and so
   does an e-node whose types are unknown in a way the estimate needs (never chosen over a known
   alternative, still chosen when it is the only one: extraction then reports the cost as inf).
 - Costs are memoised per (e-node, types); they never change while types stay the same.
@@ -18,17 +19,19 @@ from collections.abc import Callable
 from ..cost.model import NpuCostModel
 from ..engine import EGraph, ENode
 from ..ir.graph import TensorType
-from .terms import ABSENT, CONST, INPUT, OUTPUTS_ATTR, PROJ, SHAPE, TermContext, TupleType
+from ..ir.registry import OpSchema
+from ..terms.terms import ABSENT, CONST, INPUT, OUTPUTS_ATTR, PROJ, SHAPE, TermContext, TupleType
 
 CONST_BYTE_COST = 1e-9  # microseconds per weight byte: a tie-break, far below any launch
 
 
-def onnx_only(op: str) -> bool:
-    """Ops a standard ONNX runtime executes: domain ai.onnx only."""
-    return "." not in op
+def onnx_only(op: str, schema: OpSchema | None = None) -> bool:
+    """Ops a standard ONNX runtime executes: domain ai.onnx, and composite ops (written as
+    ONNX model-local functions)."""
+    return "." not in op or (schema is not None and schema.body is not None)
 
 
-def any_op(op: str) -> bool:
+def any_op(op: str, schema: OpSchema | None = None) -> bool:
     return True
 
 
@@ -36,7 +39,7 @@ class ExtractionCost:
     """A ``CostFunction`` for ``gerules.engine.extract``."""
 
     def __init__(self, ctx: TermContext, model: NpuCostModel,
-                 allowed: Callable[[str], bool] = any_op) -> None:
+                 allowed: Callable[[str, OpSchema | None], bool] = any_op) -> None:
         self.ctx = ctx
         self.model = model
         self.allowed = allowed
@@ -48,7 +51,7 @@ class ExtractionCost:
             return 0.0
         if op == CONST:
             return CONST_BYTE_COST * enode.get("value").nbytes
-        if not self.allowed(op):
+        if not self.allowed(op, self.ctx.schema(op)):
             return math.inf
         out = egraph.data(cid, SHAPE)
         kids = tuple(egraph.data(c, SHAPE) for c in enode.children)

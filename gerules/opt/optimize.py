@@ -11,10 +11,15 @@ Invariants:
   ``RuleError`` at the rule it names, else a ``ModelError``; never a bare engine exception.
 - Limits are reported, never silent: the report records the limits in force and the stop
   reason; a run cut short still extracts the best graph found so far (with a warning).
-- ``--target onnx`` forbids every non-ai.onnx op at extraction (infinite cost), so the result
-  runs in onnxruntime; ``--target npu`` allows the ``ge`` fused ops.
+- ``--target onnx`` forbids every non-ai.onnx op with a kernel of its own at extraction
+  (infinite cost), so the result runs in onnxruntime (composite ops are written as ONNX
+  functions); ``--target npu`` allows the ``ge`` fused ops.
 - Rules and rulesets named in ``disabled`` never run; disabling ``fold`` also turns off the
   constant-folding analysis. Unknown names are reported as warnings listing the valid names.
+- The rule library is the shipped one with the user's rule files added (``rules``, after
+  ``GERULES_RULES_PATH``); a user rule is run, switched and reported exactly like a shipped
+  one (per rule, whatever number of rewrites it compiled to); a ``@replace`` rule and an
+  unscheduled ruleset are noted in the report's warnings.
 """
 
 from __future__ import annotations
@@ -24,21 +29,25 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from ..cost import DEFAULT_SOC, GraphEstimate, NpuCostModel, profile_for
+from ..dsl import CompiledRules, raise_errors
+from ..dsl.library import Built, load_library, user_paths
 from ..engine import Extraction, Limits, Repeat, Report, Ruleset, Runner, Saturate, Seq, extract
 from ..engine.errors import EngineError
 from ..engine.schedule import Step
 from ..errors import GeError, ModelError, UsageError
+from ..ir.composite import with_functions
 from ..ir.graph import Graph
 from ..ir.registry import Registry, default_registry, suggest
 from ..ir.verify import verify
+from ..terms.lower import Lowered, lower
+from ..terms.raise_graph import raise_graph
+from ..terms.terms import TermContext
 from .costs import ExtractionCost, any_op, onnx_only
-from .lower import Lowered, lower
 from .provenance import Fusion, applied, fusions, kept
-from .raise_graph import raise_graph
-from .terms import TermContext
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +77,7 @@ class OptimizeOptions:
     disabled: frozenset[str] = frozenset()  # rule or ruleset names (fusion switch); "ALL"
     enabled: frozenset[str] = frozenset()  # names kept on although "ALL" is off
     aicore_num: int | None = None  # atc's --aicore_num: the profile scaled to that many cores
-    rule_paths: tuple[str, ...] | None = None  # None: the shipped library
+    rules: tuple[str, ...] = ()  # the user's rule files and folders, added to the shipped
     limits: Limits | None = None  # None: the level's
     extraction: str | None = None  # None: the level's ("greedy", "ilp", "tree")
 
@@ -131,18 +140,43 @@ class OptimizeReport:
         }
 
 
-@lru_cache(maxsize=8)
-def _library(paths: tuple[str, ...] | None) -> Any:
-    from ..dsl import load_compiled
-
-    # The shipped library's shape soundness is checked by its own tests (rules check); a
-    # user's rule files get the full check.
-    return load_compiled(paths, soundness=paths is not None)
+@lru_cache(maxsize=1)
+def _shipped(registry: Registry) -> CompiledRules:
+    return _compiled(load_library((), registry))
 
 
-def rule_library(paths: Iterable[str] | None = None) -> Any:
-    """The compiled rule library (cached per set of paths)."""
-    return _library(None if paths is None else tuple(str(p) for p in paths))
+def _compiled(built: Built) -> CompiledRules:
+    raise_errors(built.errors)
+    assert built.compiled is not None
+    return built.compiled
+
+
+@lru_cache(maxsize=4)
+def _with_user(user: tuple[str, ...], stamp: tuple[tuple[str, int, int], ...],
+               registry: Registry) -> CompiledRules:
+    return _compiled(load_library(user, registry))
+
+
+def _stamp(user: tuple[str, ...]) -> tuple[tuple[str, int, int], ...]:
+    """Name, size and modification time of every .ger file under the user's paths."""
+    found = []
+    for top in map(Path, user):
+        for path in sorted(top.rglob("*.ger")) if top.is_dir() else [top]:
+            st = path.stat()
+            found.append((str(path), st.st_size, st.st_mtime_ns))
+    return tuple(found)
+
+
+def rule_library(paths: Iterable[str] = (), registry: Registry | None = None
+                 ) -> CompiledRules:
+    """The compiled rule library: the shipped one with the user's rule files
+    (``GERULES_RULES_PATH`` and ``paths``) added, cached until one of those files changes.
+    Raises ``RuleError`` for a mistake in them, ``UsageError`` for a missing path."""
+    registry = registry or default_registry()
+    user = user_paths(paths)
+    if not user:
+        return _shipped(registry)
+    return _with_user(user, _stamp(user), registry)
 
 
 def optimize(graph: Graph, options: OptimizeOptions | None = None,
@@ -183,7 +217,8 @@ def _saturate_and_extract(graph: Graph, options: OptimizeOptions, registry: Regi
                           model: NpuCostModel, report: OptimizeReport) -> Graph:
     phases = report.phases
     clock = time.perf_counter()
-    library = rule_library(options.rule_paths)
+    library = rule_library(options.rules, registry)
+    report.warnings += library.notes
     disabled = _expand_all(library, options.disabled, options.enabled)
     schedule, known = _schedule(library, options.opt_level, disabled)
     unknown = sorted((options.disabled | options.enabled) - known - {"ALL"})
@@ -196,7 +231,8 @@ def _saturate_and_extract(graph: Graph, options: OptimizeOptions, registry: Regi
     phases["rules"] = time.perf_counter() - clock
     clock = time.perf_counter()
     fold = "fold" not in disabled
-    ctx = TermContext(registry, graph.opset, {v.name: v.type for v in graph.inputs}, fold=fold)
+    ctx = TermContext(with_functions(library.registry, graph), graph.opset,
+                      {v.name: v.type for v in graph.inputs}, fold=fold)
     low = lower(graph, ctx)
     phases["lower"] = time.perf_counter() - clock
     level = LEVEL_SETTINGS[options.opt_level]
@@ -209,18 +245,19 @@ def _saturate_and_extract(graph: Graph, options: OptimizeOptions, registry: Regi
     phases["extract"] = time.perf_counter() - clock
     clock = time.perf_counter()
     result = raise_graph(graph, low, ext)
-    report.fusions = fusions(graph, low, ext, result, run.applications)
+    source = source_rules(library)
+    report.fusions = fusions(graph, low, ext, result, run.applications, source)
     counts = kept(low, ext, run.applications, _patterns(schedule))
     places = applied(low, run.applications)
-    rulesets = {r.name: r.ruleset for r in library.rules}
     for name, stats in report.rules.items():
         stats["applied"] = places.get(name, 0)
         stats["kept"] = counts.get(name, 0)
-        stats["ruleset"] = rulesets.get(name.split("/")[0], "")
+        stats["ruleset"] = library.rule(name).ruleset if library.has(name) else ""
         log.debug("rule %s: %d matched, %d applied, %d kept, %d rejected (%.3f s search, "
                   "%.3f s apply)", name, stats["matches"], stats["applied"], stats["kept"],
                   sum(stats["rejected"].values()), run.rules[name].search_seconds,
                   run.rules[name].apply_seconds)
+    report.rules = per_rule(report.rules, source)
     phases["raise"] = time.perf_counter() - clock
     return result
 
@@ -232,7 +269,7 @@ def _placed(e: EngineError, options: OptimizeOptions) -> GeError:
     name = getattr(e, "rule", None)
     if name:
         try:
-            rule = rule_library(options.rule_paths).rule(name)
+            rule = rule_library(options.rules).rule(name)
         except KeyError:
             rule = None
         if rule is not None:
@@ -259,6 +296,34 @@ def _record_run(report: OptimizeReport, run: Report, limits: Limits,
         report.warnings.append(f"saturation stopped at its {run.stop_reason.value} "
                                f"({limits.iterations} iterations, {limits.nodes} e-nodes, "
                                f"{limits.seconds:g} s); the best graph found so far is used")
+
+
+def source_rules(library: CompiledRules) -> Callable[[str], str]:
+    """A rewrite's source rule (``name[F=Relu]/rev`` -> ``name``)."""
+    return lambda name: library.rule(name).name if library.has(name) else name
+
+
+def per_rule(stats: Mapping[str, dict[str, Any]], source: Callable[[str], str]
+             ) -> dict[str, dict[str, Any]]:
+    """Statistics per source rule: the counts of its rewrites (directions, the ops of an op
+    class, opset variants) summed, their rejection reasons merged; a rule with variants
+    (``fuse_conv_activation[Act=Relu]``) also lists each one's counts under ``variants``."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, s in stats.items():
+        rule = source(name)
+        for key, into in ((rule, out), (_variant(name), None)):
+            if into is None:
+                if key == rule:
+                    continue
+                into = out[rule].setdefault("variants", {})
+            total = into.setdefault(key, {"matches": 0, "applied": 0, "kept": 0,
+                                          "rejected": {}, "bans": 0,
+                                          "ruleset": s.get("ruleset", "")})
+            for k in ("matches", "applied", "kept", "bans"):
+                total[k] += s.get(k, 0)
+            for reason, count in s["rejected"].items():
+                total["rejected"][reason] = total["rejected"].get(reason, 0) + count
+    return out
 
 
 def _log_rulesets(run: Report) -> None:
@@ -298,13 +363,21 @@ def _patterns(step: Step) -> dict[str, Any]:
     return out
 
 
-def _schedule(library: Any, level: str, disabled: frozenset[str]) -> tuple[Step, set[str]]:
+def switch_names(library: CompiledRules) -> set[str]:
+    """The names a fusion switch may use: rulesets, rules, and each variant of a rule over
+    an op class or opsets (``fuse_conv_activation[Act=Relu]``)."""
+    return set(library.rulesets) | {r.name for r in library.rules} | {
+        _variant(rw.name) for rw in library.rewrites()}
+
+
+def _schedule(library: CompiledRules, level: str, disabled: frozenset[str]
+              ) -> tuple[Step, set[str]]:
     """The level's schedule with switched-off rules and rulesets removed; and all names."""
-    known = set(library.rulesets) | {r.name for r in library.rules}
+    known = switch_names(library)
     schedule = library.schedules.get(level)
     if schedule is None:
         raise UsageError(f"the rule library has no schedule {level}")
-    return _filter(schedule, disabled), known
+    return _filter(schedule, disabled, library), known
 
 
 def _expand_all(library: Any, disabled: frozenset[str], enabled: frozenset[str]
@@ -318,18 +391,24 @@ def _expand_all(library: Any, disabled: frozenset[str], enabled: frozenset[str]
     return frozenset(off)
 
 
-def _filter(step: Step, disabled: frozenset[str]) -> Step:
+def _variant(rewrite: str) -> str:
+    """The variant a rewrite runs (``name[F=Relu]/rev`` -> ``name[F=Relu]``)."""
+    return rewrite.split("/")[0]
+
+
+def _filter(step: Step, disabled: frozenset[str], library: CompiledRules) -> Step:
     if isinstance(step, Ruleset):
         if step.name in disabled:
             return Ruleset(step.name, ())
-        keep = [r for r in step.rules if r.name.split("/")[0] not in disabled]
+        keep = [r for r in step.rules if _variant(r.name) not in disabled
+                and library.rule(r.name).name not in disabled]
         return step if len(keep) == len(step.rules) else Ruleset(step.name, keep)
     if isinstance(step, Seq):
-        return Seq(*(_filter(s, disabled) for s in step.steps))
+        return Seq(*(_filter(s, disabled, library) for s in step.steps))
     if isinstance(step, Repeat):
-        return Repeat(step.times, *(_filter(s, disabled) for s in step.body.steps))
+        return Repeat(step.times, *(_filter(s, disabled, library) for s in step.body.steps))
     if isinstance(step, Saturate):
-        return Saturate(*(_filter(s, disabled) for s in step.body.steps),
+        return Saturate(*(_filter(s, disabled, library) for s in step.body.steps),
                         max_iters=step.max_iters)
     return step
 

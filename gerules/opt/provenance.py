@@ -15,14 +15,14 @@ Invariants:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..engine import Application, ENode, Extraction, Pattern, POp, Var
 from ..ir.graph import Graph, Node
-from .lower import Lowered
-from .terms import LEAVES, PROJ
+from ..terms.lower import Lowered
+from ..terms.terms import LEAVES, PROJ
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +72,9 @@ def _chain(low: Lowered, app: Application, made_by: dict[ENode, Application]
 
 
 def fusions(source: Graph, low: Lowered, ext: Extraction, result: Graph,
-            applications: list[Application]) -> list[Fusion]:
+            applications: list[Application],
+            rule_of: Callable[[str], str] = lambda name: name) -> list[Fusion]:
+    """The fusions of ``result``; ``rule_of`` names the source rule of a rewrite."""
     eg = low.egraph
     made_by = creators(low, applications)
     original = {eg.canonical(e) for _, e, _ in low.node_enodes}
@@ -94,8 +96,9 @@ def fusions(source: Graph, low: Lowered, ext: Extraction, result: Graph,
         roots = projections.get(cid, {cid})  # a tuple node's values are its projections
         replaced = _cone(low, roots, inputs, computed)
         node = _result_node(low, roots, by_output)
-        out.append(Fusion(app.rule, node.name if node else "?", enode.op, replaced,
-                          _chain(low, app, made_by)))
+        chain = tuple(dict.fromkeys(rule_of(r) for r in _chain(low, app, made_by)))
+        out.append(Fusion(rule_of(app.rule), node.name if node else "?", enode.op, replaced,
+                          chain))
     return out
 
 

@@ -30,6 +30,7 @@ from ..cost import DEFAULT_SOC, NpuCostModel, SocProfile
 from ..cost.model import LABEL
 from ..errors import UsageError
 from ..ir.graph import Graph, Node
+from ..ir.infer import schema_for
 from ..ir.registry import Registry, default_registry, suggest
 from ..memory.plan import weights_bytes
 from .casts import Conversion, Decide, convert, estimated_weights_bytes
@@ -122,15 +123,15 @@ def _decider(options: PrecisionOptions, keep: KeepDtype, registry: Registry) -> 
             return "S", "--keep_dtype"
         if mode in (FORCE_FP16, FORCE_FP32):
             return "T", ""
-        category = mix.category(node)
+        category = mix.category(node, graph)
         if category == "gray":
             return "follow", "follows its input"
         if mode == MIX:
             if category == "black":
-                black = sorted(members(node) & mix.black)
+                black = sorted(members(node, graph) & mix.black)
                 return "S", f"black list ({', '.join(black)})"
             return "T", ""
-        unit = registry.get(node.op, node.domain, graph.opset.get(node.domain)).unit
+        unit = schema_for(node, graph, registry).unit
         return ("T", "") if unit == "cube" else ("S", f"{unit} unit keeps float32")
 
     return decide

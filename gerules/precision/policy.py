@@ -25,14 +25,13 @@ Invariants:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
 from ..fileio import parse_json, read_input_text
-from ..ir.graph import Node
+from ..ir.graph import Graph, Node
 from ..ir.registry import suggest
 
 KEEP = "must_keep_origin_dtype"
@@ -69,14 +68,18 @@ _FUSED_FIXED: Mapping[str, frozenset[str]] = {
     "ge.AddLayerNorm": frozenset({"Add", "LayerNormalization"}),
     "ge.Gelu": frozenset({"Gelu"}),
 }
-_EXPR_OPS = re.compile(r"\(\s*([A-Za-z_][A-Za-z0-9_]*)")
+_BOOKKEEPING = frozenset({"Constant", "CastLike"})  # a composite body's constants
 
 
-def members(node: Node) -> frozenset[str]:
-    """The ai.onnx ops a node stands for: itself, or what a fused ``ge`` op computes."""
+def members(node: Node, graph: Graph | None = None) -> frozenset[str]:
+    """The ai.onnx ops a node stands for: itself, what a fused ``ge`` op computes, or the ops
+    of a composite op's body (the graph carries its definition)."""
     op = node.qualified_op
-    if op == "ge.Elementwise":
-        return frozenset(_EXPR_OPS.findall(str(node.attrs.get("expr", ""))))
+    body = graph.function(node.domain, node.op) if graph is not None else None
+    if body is not None:
+        return frozenset(o for n in body.nodes
+                         for o in members(n, Graph((), (), (), functions=body.uses))
+                         ) - _BOOKKEEPING
     fixed = _FUSED_FIXED.get(op)
     if fixed is None:
         return frozenset({op})
@@ -91,9 +94,9 @@ class MixList:
     black: frozenset[str] = DEFAULT_BLACK
     gray: frozenset[str] = DEFAULT_GRAY
 
-    def category(self, node: Node) -> str:
+    def category(self, node: Node, graph: Graph | None = None) -> str:
         """``"black"``, ``"gray"`` or ``"white"`` for this node."""
-        ops = members(node)
+        ops = members(node, graph)
         if ops & self.black:
             return "black"
         if node.qualified_op in self.gray or (len(ops) == 1 and ops <= self.gray):

@@ -9,8 +9,10 @@ it; ``ge-rewrite compile`` writes it next to the ``.om`` with atc's own field na
                                                 "repository_hit_times": "0"}}}}
 
 Invariants:
-- A pass is one of atc's names where we implement the same fusion (``opt.switches.ATC_NAMES``;
-  several of our rules add up under it), else our rule name. ``match_times`` is the rule's
+- A pass is one of atc's names where we implement the same fusion
+  (``opt.switches.ATC_NAMES``; several of our rules add up under it, and one variant of a
+  rule over an op class, such as ``fuse_conv_activation[Act=Relu]``, counts alone), else
+  our rule name. ``match_times`` is the rule's
   real matches (a pattern literal that differs is no match), ``effect_times`` the applications
   the graph written still shows (``kept``); counts are strings, as atc writes them.
 - UB fusion (atc's fusion of a kernel with the elementwise ops after it) holds the ``Tbe*``
@@ -38,10 +40,24 @@ def _atc_pass(rule: str, ruleset: str) -> str:
     return base
 
 
+def _variants(rules: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
+    """Each rule's variants where atc names one of them, else the rule."""
+    out: list[tuple[str, Mapping[str, Any]]] = []
+    named = {n for ours in ATC_NAMES.values() for n in ours}
+    for rule, stats in rules.items():
+        variants = stats.get("variants") or {}
+        if any(v in named for v in variants):
+            out += [(v, {**s, "ruleset": stats.get("ruleset", "")})
+                    for v, s in variants.items()]
+        else:
+            out.append((rule, stats))
+    return out
+
+
 def fusion_result(rules: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """The file's content from ``OptimizeReport.rules`` (see the module invariants)."""
     counts: dict[tuple[str, str], list[int]] = {}
-    for rule, stats in sorted(rules.items()):
+    for rule, stats in sorted(_variants(rules)):
         if not stats.get("matches"):
             continue
         name = _atc_pass(rule, str(stats.get("ruleset", "")))

@@ -27,10 +27,12 @@ from .svg import (
     lifetime_chart,
     line_chart,
     paired_bars,
+    stage_color,
+    timeline_chart,
 )
 
 SECTIONS = ("summary", "ops", "latency", "fusions", "rejected", "precision", "graph", "nodes",
-            "memory",
+            "memory", "pipeline",
             "saturation", "phases")
 
 CSS = """
@@ -58,7 +60,7 @@ padding:0 5px;margin-left:6px;vertical-align:middle}
 .warn{color:#8a3b00}.muted{color:#6b7684}.lbl{font:11px sans-serif;fill:#33404d}
 .val{font:10px sans-serif;fill:#5b6775}svg{display:block;margin:6px 0}
 .gop{font:600 11px sans-serif;fill:#1d2733}.gname{font:9px sans-serif;fill:#5b6775}
-.blk{font:9px sans-serif;fill:#1d2733}
+.blk{font:9px sans-serif;fill:#1d2733}.tl{font:600 10px sans-serif;fill:#ffffff}
 .graph{overflow:auto;max-height:900px;border:1px solid #e3e7ed;border-radius:6px}
 tr:target{background:#fff3d6}
 @media print{main{max-width:none;padding:0}details{display:block}
@@ -320,7 +322,10 @@ def graph(r: Mapping[str, Any]) -> str:
             "prefix).</p>" + "".join(parts))
 
 
-def _picture(nodes: list[Mapping[str, Any]], key: str, title: str) -> str:
+def _picture(nodes: list[Mapping[str, Any]], key: str, title: str,
+             stage_of: Sequence[int] = ()) -> str:
+    """The layered picture; with ``stage_of`` (node -> pipeline stage) every box is filled
+    with its stage's colour (a block: the stage of most of its nodes)."""
     names = [str(n.get("name", "")) for n in nodes]
     groups = layout.blocks(names, DRAW_LIMIT)
     order = list(dict.fromkeys(groups))
@@ -334,18 +339,22 @@ def _picture(nodes: list[Mapping[str, Any]], key: str, title: str) -> str:
         preds = sorted({index[groups[p]] for k in ks for p in nodes[k].get("in", [])} - {i})
         marks = {str(nodes[k].get("mark", "")) for k in ks}
         mark = "fused" if "fused" in marks else "gone" if "gone" in marks else ""
+        color = ""
+        if stage_of:
+            stages = [int(stage_of[k]) for k in ks if k < len(stage_of)]
+            color = stage_color(max(set(stages), key=stages.count)) if stages else ""
         if len(ks) == 1:
             n = nodes[ks[0]]
             boxes.append(GNode(str(n.get("op", "")), str(n.get("name", "")), tuple(preds),
                                f"#{key}-{ks[0]}", mark,
-                               f"{n.get('name')} ({n.get('op')}): {n.get('us', 0)} us"))
+                               f"{n.get('name')} ({n.get('op')}): {n.get('us', 0)} us", color))
         else:
             ops: dict[str, int] = {}
             for k in ks:
                 ops[str(nodes[k].get("op"))] = ops.get(str(nodes[k].get("op")), 0) + 1
             top = ", ".join(f"{o} {c}" for o, c in sorted(ops.items(), key=lambda kv: -kv[1]))
             boxes.append(GNode(g, f"{len(ks)} nodes", tuple(p for p in preds if p < i),
-                               f"#{key}-{ks[0]}", mark, f"{g}: {top}"))
+                               f"#{key}-{ks[0]}", mark, f"{g}: {top}", color))
     places = layout.layered([b.preds for b in boxes])
     picture = graph_picture(boxes, [(pl.layer, pl.slot) for pl in places],
                             title=f"{title}: {len(nodes)} nodes")
@@ -385,6 +394,44 @@ def node_tables(r: Mapping[str, Any]) -> str:
 _MARKS = {"fused": "made by a rule", "gone": "replaced by a fusion"}
 
 
+def pipeline(r: Mapping[str, Any]) -> str:
+    """The stages of a pipelined model: their figures, the graph coloured by stage and the
+    schedule's timeline (stages x time)."""
+    pipe = figures.of_report(r).get("pipeline")
+    if not pipe:
+        return ('<p class="muted">One device. <code>--partitions K</code> cuts the model into '
+                "K pipeline stages (<code>--partition_by depth|memory|cost</code>).</p>")
+    rows = [(Raw(f'<span style="background:{stage_color(int(s["stage"]))};padding:0 6px">'
+                 f'{int(s["stage"])}</span>'), s["nodes"], float(s["compute_us"]),
+             float(s["transfer_us"]), Raw(esc(mib(s["transfer_bytes"]))),
+             Raw(esc(mib(s["weights_bytes"]))), Raw(esc(mib(s.get("arena_bytes", 0)))))
+            for s in pipe.get("stages", [])]
+    link = pipe.get("link", {})
+    parts = [f"<p>{len(rows)} stages cut by <b>{esc(pipe.get('method'))}</b>; slowest / mean "
+             f"stage {float(pipe.get('balance', 0)):.2f}; {esc(mib(pipe.get('transfer_bytes')))}"
+             f" cross the cuts per micro-batch over a {esc(link.get('gbps'))} GB/s link "
+             f"({esc(link.get('latency_us'))} \u00b5s per transfer).</p>",
+             _table(["stage", "nodes", "est. compute \u00b5s", "est. transfer \u00b5s",
+                     "received", "weights", "arena"], rows, numeric=range(1, 7))]
+    sch = pipe.get("schedule") or {}
+    if sch:
+        events = [(int(e[0]), int(e[1]), str(e[2]), float(e[3]), float(e[4]))
+                  for e in sch.get("events", [])]
+        parts.append(f"<h3>schedule: {sch.get('micro_batches')} micro-batches, GPipe fill and "
+                     f"drain{EST}</h3>"
+                     + timeline_chart(len(rows), events, title="pipeline timeline")
+                     + f'<p class="muted">{float(sch.get("makespan_us", 0)):.1f} \u00b5s for all '
+                     f"micro-batches, {float(sch.get('throughput_per_s', 0)):.0f} per second "
+                     f"against {float(sch.get('single_device_throughput_per_s', 0)):.0f} on one "
+                     f"device ({float(sch.get('speedup', 0)):.2f}x); the stages idle "
+                     f"{100 * float(sch.get('bubble', 0)):.0f} % of the time (the bubble).</p>")
+    nodes = ((r.get("graphs") or {}).get("after") or {}).get("nodes", [])
+    if nodes:
+        parts.append(_picture(nodes, "after", "the graph written, by stage",
+                              [int(x) for x in pipe.get("stage_of", [])]))
+    return "".join(parts)
+
+
 def saturation(r: Mapping[str, Any]) -> str:
     opt = r.get("optimize", {})
     sat, lim = opt.get("saturation", {}), opt.get("saturation", {}).get("limits", {})
@@ -420,6 +467,7 @@ def render(r: Mapping[str, Any]) -> str:
             _section("graph", "The graph before and after", graph(r)),
             _section("nodes", "Nodes and their estimated cost", node_tables(r), EST),
             _section("memory", "Memory", memory(r)),
+            _section("pipeline", "Pipeline stages", pipeline(r)),
             _section("saturation", "Saturation: limits and stop reason", saturation(r)),
             _section("phases", "Time per phase", phases(r)),
             f'<p class="muted">{esc(r.get("estimate_label", ""))}. Latencies are estimates, '

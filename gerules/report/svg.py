@@ -159,6 +159,7 @@ class GNode:
     href: str
     mark: str = ""  # "", "fused" (a rule made it) or "gone" (a fusion replaced it)
     tip: str = ""
+    color: str = ""  # a fill that replaces the mark's (the partition picture's stage colour)
 
 
 def graph_picture(nodes: Sequence[GNode], places: Sequence[tuple[int, int]], *,
@@ -186,7 +187,8 @@ def graph_picture(nodes: Sequence[GNode], places: Sequence[tuple[int, int]], *,
         x, y = xy[k]
         dash = ' stroke-dasharray="4 2"' if n.mark == "gone" else ""
         out.append(f'<a href="{esc(n.href)}"><rect x="{x}" y="{y}" width="{NODE_W}" '
-                   f'height="{NODE_H}" rx="5" fill="{FILL[n.mark]}" stroke="{STROKE[n.mark]}"'
+                   f'height="{NODE_H}" rx="5" fill="{n.color or FILL[n.mark]}" '
+                   f'stroke="{STROKE[n.mark]}"'
                    f'{dash}><title>{esc(n.tip or n.detail)}</title></rect>'
                    f'<text x="{x + NODE_W / 2}" y="{y + 12}" text-anchor="middle" '
                    f'class="gop">{esc(_short(n.label, 20))}</text>'
@@ -235,3 +237,49 @@ def line_chart(series: Sequence[tuple[str, Sequence[int]]], *, title: str,
 
 
 _PALETTE = ("#2f6db5", "#c26a00", "#2e8b57", "#8e44ad", "#b03a2e", "#5d6d7e")
+
+
+def stage_color(stage: int) -> str:
+    """The fill of pipeline stage ``stage`` (light, so box text stays readable)."""
+    return _STAGE_FILLS[stage % len(_STAGE_FILLS)]
+
+
+_STAGE_FILLS = ("#cfe0f5", "#ffe0b8", "#cdebd8", "#e6d5f0", "#f6d0cc", "#dfe4e8", "#fff1a8",
+                "#d2f0ee")
+
+
+def timeline_chart(stages: int, events: Sequence[tuple[int, int, str, float, float]], *,
+                   title: str) -> str:
+    """A pipeline's schedule: one row per stage, time to the right; each micro-batch's
+    compute is a box in its own colour with its number written in, transfers of its inputs
+    are grey boxes before it; idle time is the empty track (the bubble)."""
+    left, top, row_h, plot_w = 70, 24, 26, WIDTH - 90
+    span = max([e[4] for e in events] + [1e-9])
+    sx = plot_w / span
+    height = top + stages * (row_h + 6) + 44
+    out = [_open(height, title)]
+    for s in range(stages):
+        y = top + s * (row_h + 6)
+        out.append(f'<rect x="{left}" y="{y}" width="{plot_w}" height="{row_h}" '
+                   'fill="#f7f8fa" stroke="#c9ced6"/>')
+        out.append(_axis_text(left - 6, y + row_h / 2 + 4, f"stage {s}", "end"))
+    for stage, mb, kind, start, end in events:
+        x, w = left + start * sx, max((end - start) * sx, 0.8)
+        y = top + stage * (row_h + 6)
+        fill = "#9aa3ad" if kind == "transfer" else _PALETTE[mb % len(_PALETTE)]
+        h = row_h if kind == "compute" else row_h / 2
+        yy = y if kind == "compute" else y + row_h / 4
+        out.append(f'<rect x="{num(x)}" y="{num(yy)}" width="{num(w)}" height="{num(h)}" '
+                   f'fill="{fill}" stroke="#ffffff" stroke-width="0.5"><title>stage {stage}, '
+                   f"micro-batch {mb}: {kind} {start:.1f}-{end:.1f} us</title></rect>")
+        if kind == "compute" and w > 12:
+            out.append(f'<text x="{num(x + w / 2)}" y="{num(y + row_h / 2 + 4)}" '
+                       f'text-anchor="middle" class="tl">{mb}</text>')
+    base = top + stages * (row_h + 6)
+    out += [_axis_text(left, base + 12, "0 us", "start"),
+            _axis_text(left + plot_w / 2, base + 12, f"{span / 2:.1f} us", "middle"),
+            _axis_text(left + plot_w, base + 12, f"{span:.1f} us", "end"),
+            _axis_text(left + plot_w / 2, base + 30, "estimated time \u2192 (numbers: "
+                       "micro-batches; grey: receiving inputs; empty: idle)", "middle"),
+            "</svg>"]
+    return "".join(out)

@@ -13,7 +13,8 @@ Invariants:
   every node into views of one arena (weights are read-only views into the file's memory map,
   graph inputs are read in place from the caller's arrays) and returns copies of the outputs.
 - Concurrent runs (``run`` from several threads, ``run_async``) each take their own arena from
-  a pool, so they never share intermediate memory.
+  a pool, so they never share intermediate memory; ``run_async`` runs up to
+  ``max_in_flight`` at once (kernels release the GIL, so they overlap on several cores).
 - ``streams`` is the file's stream count (threads with events) or 1 (plan order on the calling
   thread, always safe: it is one of the orders the stream-safe plan allows).
 - After ``close()`` (or leaving the ``with`` block) every call raises ``UsageError``.
@@ -38,12 +39,13 @@ from ..ir.graph import Dim, Graph, TensorType, Value
 from ..ir.registry import Registry, default_registry
 from ..ir.verify import verify
 from ..memory.plan import MemoryFigures
-from ..om.contents import Variant
+from ..om.contents import OmContents, Variant
 from ..om.reader import OmFile
 from .arena import ArenaPool, Program, run_sequential, run_streams
 from .executor import check_feeds
 
 SHAPED_CACHE = 8  # range-bucket programs kept per model (one per set of sizes)
+MAX_IN_FLIGHT = 64  # run_async runs executing at once, at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,13 +69,14 @@ class Model:
     """A loaded ``.om`` model. Use ``Model.load(path)``; close it or use ``with``."""
 
     def __init__(self, om: OmFile, streams: int | None, registry: Registry,
-                 budgets: Budgets = DEFAULT) -> None:
+                 max_in_flight: int = 1, budgets: Budgets = DEFAULT) -> None:
         self._om: OmFile | None = om
         self.path = om.path
         contents = om.contents
         self.graph: Graph = contents.graph
         self.variants: tuple[Variant, ...] = contents.variants
         self.soc_version = contents.soc_version
+        self.pipeline = contents.pipeline  # a pipelined model's stages (runtime.pipeline)
         self.streams = _stream_count(contents.variants, streams)
         self._pools = [ArenaPool(Program(v.graph, v.plan, registry, budgets))
                        for v in self.variants]
@@ -83,17 +86,22 @@ class Model:
         self._weights: dict[str, np.ndarray] = dict(self.graph.initializers)
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
+        if not isinstance(max_in_flight, int) or not 1 <= max_in_flight <= MAX_IN_FLIGHT:
+            raise UsageError(f"max_in_flight must be between 1 and {MAX_IN_FLIGHT}, got "
+                             f"{max_in_flight!r}")
+        self.max_in_flight = max_in_flight
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], *, streams: int | None = None,
              verify_weights: bool = True, registry: Registry | None = None,
-             budgets: Budgets = DEFAULT) -> Model:
+             max_in_flight: int = 1, budgets: Budgets = DEFAULT) -> Model:
         """Open and check ``path``; ``streams`` is None (the file's), 1, or the file's count;
-        ``budgets`` bounds the weights, the node count and the memory of a run."""
+        ``max_in_flight`` bounds the ``run_async`` runs that execute at once; ``budgets``
+        bounds the weights, the node count and the memory of a run."""
         registry = registry or default_registry()
         om = OmFile(path, verify_weights=verify_weights, registry=registry, budgets=budgets)
         try:
-            return cls(om, streams, registry, budgets)
+            return cls(om, streams, registry, max_in_flight, budgets)
         except BaseException:
             om.close()
             raise
@@ -110,6 +118,15 @@ class Model:
     def _described(self) -> Graph:
         single = len(self.variants) == 1 and not self.variants[0].ranges
         return self.variants[0].graph if single else self.graph
+
+    @property
+    def contents(self) -> OmContents:
+        return self._open_file().contents
+
+    def _open_file(self) -> OmFile:
+        if self._om is None:
+            raise UsageError("the model is closed", file=self.path)
+        return self._om
 
     @property
     def figures(self) -> tuple[MemoryFigures | None, ...]:
@@ -133,22 +150,7 @@ class Model:
         pools = self._open_pools()
         index, sizes = self._pick(feeds)
         pool = pools[index] if sizes is None else self._shaped(index, sizes)
-        program = pool.program
-        arrays = check_feeds(program.graph, feeds)
-        arena = pool.acquire()
-        try:
-            env = {**self._weights, **arrays, **arena.views}
-            if poison:
-                from .poison import run_poisoned
-
-                run_poisoned(program, arena, env)
-            elif self.streams > 1:
-                run_streams(program, env, arena.views)
-            else:
-                run_sequential(program, env, arena.views)
-            return {name: np.array(env[name], copy=True) for name in program.graph.output_names}
-        finally:
-            pool.release(arena)
+        return run_in_arena(pool, self._weights, feeds, self.streams, poison)
 
     def _shaped(self, index: int, sizes: Mapping[str, int]) -> ArenaPool:
         """The pool of a range bucket at these sizes (built once, the last few kept)."""
@@ -165,11 +167,12 @@ class Model:
         return pool
 
     def run_async(self, feeds: Mapping[str, Any]) -> Future[dict[str, np.ndarray]]:
-        """Run on a background thread; the future holds the outputs or the error."""
+        """Run on a background thread; the future holds the outputs or the error. Up to
+        ``max_in_flight`` runs execute at once, each in its own arena; later ones queue."""
         self._open_pools()
         with self._lock:
             if self._executor is None:
-                self._executor = ThreadPoolExecutor(max_workers=1,
+                self._executor = ThreadPoolExecutor(max_workers=self.max_in_flight,
                                                     thread_name_prefix="gerules-run")
             return self._executor.submit(self.run, dict(feeds))
 
@@ -188,7 +191,7 @@ class Model:
         for pool in [*self._pools, *self._by_sizes.values()]:
             pool.clear()
         self._by_sizes = {}
-        self._pools, self._weights = [], {}
+        self._pools, self._weights, self.pipeline = [], {}, None
         self.graph = self.graph.replace(initializers={})
         self.variants = tuple(dataclasses.replace(v, graph=v.graph.replace(initializers={}))
                               for v in self.variants)
@@ -221,6 +224,27 @@ class Model:
         compiled = "; ".join(v.name if v.ranges else f"{v.name}: " + ", ".join(
             f"{x.name}{list(x.shape or ())}" for x in v.graph.inputs) for v in self.variants)
         raise ModelError(f"no compiled variant takes these input shapes ({compiled})")
+
+
+def run_in_arena(pool: ArenaPool, weights: Mapping[str, np.ndarray], feeds: Mapping[str, Any],
+                 streams: int, poison: bool = False) -> dict[str, np.ndarray]:
+    """One run of ``pool``'s program in an arena of the pool: feeds checked, outputs copied."""
+    program = pool.program
+    arrays = check_feeds(program.graph, feeds)
+    arena = pool.acquire()
+    try:
+        env = {**weights, **arrays, **arena.views}
+        if poison:
+            from .poison import run_poisoned
+
+            run_poisoned(program, arena, env)
+        elif streams > 1:
+            run_streams(program, env, arena.views)
+        else:
+            run_sequential(program, env, arena.views)
+        return {name: np.array(env[name], copy=True) for name in program.graph.output_names}
+    finally:
+        pool.release(arena)
 
 
 def shaped_program(graph: Graph, variant: Variant, sizes: Mapping[str, int],

@@ -88,31 +88,39 @@ def _check_sizes(graph: Graph) -> None:
 
 
 def _run_om(path: Path) -> None:
+    """Run the model on one device and, when it is pipelined, its stages in this process."""
     from ..cli import feeds
     from ..runtime.model import Model
+    from ..runtime.pipeline import PipelineModel
 
     with Model.load(path) as model:
         inputs = [Value.of(d.name, d.dtype, d.shape) for d in model.inputs]
         shapes = feeds.concrete_shapes(inputs, {})
+        x = feeds.random_feeds(inputs, shapes, 0, MAX_BYTES)
         with np.errstate(all="ignore"):
-            model.run(feeds.random_feeds(inputs, shapes, 0, MAX_BYTES))
+            model.run(x)
+        stages = len(model.pipeline.stages) if model.pipeline else 0
+    if stages:
+        with PipelineModel.load(path, devices=stages, backend="local") as piped, \
+                np.errstate(all="ignore"):
+            piped.run(x)
 
 
 def om_target(data: bytes) -> None:
-    """``inspect`` (every check, MODEL_DEF and REPORT decoded) then ``run``."""
+    """``inspect`` (every check, MODEL_DEF and REPORT decoded, the pipeline's figures read)
+    then ``run`` (and ``run --devices K --backend local`` for a pipelined model)."""
+    from ..cli import cmd_inspect
     from ..om.reader import OmFile
 
     with scratch("model.om", data) as path:
         with OmFile(path) as om:
-            om.report()
-            om.raw_model_def()
+            cmd_inspect.describe(om)
         _run_om(path)
 
 
 def rules_target(text: str) -> None:
     """Parse, check (with the soundness check) and compile one rule file's text."""
-    from ..dsl import RuleLibrary, check_library, parse_text
-    from ..dsl.compile import compile_library
+    from ..dsl import RuleLibrary, check_library, compile_library, parse_text
     from ..dsl.errors import raise_errors
 
     lib = RuleLibrary((parse_text(text, "fuzz.ger"),))

@@ -6,9 +6,9 @@ on both sides within its declared numerical contract.
 - ``RuleResult.status`` is ``verified``, ``counterexample`` (``detail`` holds the minimal graph,
   shapes, inputs and max error), ``no instance`` (the rule never fired on the instances tried:
   a failure) or ``error``.
-- Modules: ``hints`` (what guards say), ``proposals`` (operands per op), ``attributes``,
-  ``instances`` (random left sides as graphs), ``apply`` (the compiled rule through the engine),
-  ``verifier`` (the loop, tolerances), ``report`` (text).
+- Modules: ``verifier`` (the loop, tolerances), ``report`` (text). The instances come from
+  ``gerules.dsl.instances`` and each is tried through ``gerules.dsl.trial`` (the compiled rule
+  through the engine), which the shape soundness check uses too.
 """
 
 from __future__ import annotations

@@ -6,10 +6,12 @@ their value when they hold at most ``SHOWN`` elements, so a report reproduces by
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import numpy as np
 
+from ..dsl.instances import NO_TYPING, SOLVED
 from ..ir.graph import Graph, Node
 from ..testing.equivalence import Mismatch
 
@@ -67,4 +69,27 @@ def counterexample_text(lhs: Graph, rhs: Graph | None, problem: str,
         lines.append(f"  {mismatch.describe()}")
     if tolerance is not None:
         lines.append(f"  tolerance: rtol={tolerance[0]:.3g}, atol={tolerance[1]:.3g}")
+    return "\n".join(lines)
+
+
+def no_instance_text(budget: int, blockers: Counter[str], template: str) -> str:
+    """Why a rule never fired: the guard that rejected most candidates (after the verifier
+    solved what it could), the next ones, and what the author can add."""
+    lines = [f"no instance found under its guards in {budget} attempts"]
+    ranked = blockers.most_common(3)
+    if ranked:
+        (first, n), rest = ranked[0], ranked[1:]
+        what = "the left side could not be typed" if first == NO_TYPING else \
+            f"the guard `{first}` rejected most candidates"
+        lines[0] += f": {what} ({n} of {sum(blockers.values())})"
+        if rest:
+            lines.append("  then: " + "; ".join(
+                f"`{b}` ({k})" if b != NO_TYPING else f"{b} ({k})" for b, k in rest))
+    lines.append(f"  the verifier solves guards of the forms {', '.join(SOLVED)} for a "
+                 "variable v of the left side; for other guards, give an instance that "
+                 "passes them above the rule")
+    if template:
+        lines.append(f"  with @example, e.g. (edit the values) {template}")
+    else:
+        lines.append("  with @example(x: f32[2, 3], c = 0.5)")
     return "\n".join(lines)

@@ -26,33 +26,39 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
+from ..dsl.builtins import DTYPE_NAMES
 from ..dsl.compile import CompiledRule, CompiledRules
 from ..dsl.contract import Contract
+from ..dsl.instances import NO_TYPING, Draw, Instance, Sampler, Search
+from ..dsl.program import Direction
+from ..dsl.trial import apply_rewrite
 from ..engine import Rewrite
 from ..errors import GeError
 from ..ir.graph import Graph
-from ..ir.registry import Registry, default_registry
+from ..ir.registry import Registry
 from ..runtime.executor import Executor
 from ..testing.equivalence import Mismatch, compare
-from .apply import apply_rewrite
-from .instances import Instance, InstanceBuilder, Sampler
-from .proposals import Draw
-from .report import counterexample_text
+from .report import counterexample_text, no_instance_text
 
 log = logging.getLogger(__name__)
 
 VERIFIED, COUNTEREXAMPLE, NO_INSTANCE, ERROR = ("verified", "counterexample", "no instance",
                                                 "error")
+MIN_EXAMPLES = 2  # instances per variant of a rule over an op class
 EXACT_RTOL = {"float16": 1e-2, "float32": 1e-4, "float64": 1e-9}
 DTYPES = ("float32", "float32", "float32", "float16", "float64")
+SHORT = {v: k for k, v in DTYPE_NAMES.items()}  # float32 -> f32
+SHOWN_VALUES = 8  # constants shown by value in an @example template
 
 
 @dataclass(frozen=True)
@@ -104,23 +110,35 @@ def tolerance(contract: Contract, dtype: str, expected: np.ndarray) -> tuple[flo
 
 def verify_rule(rule: CompiledRule, settings: Settings = Settings(),
                 registry: Registry | None = None) -> RuleResult:
-    """Verify every rewrite of ``rule``; the first failing direction decides."""
-    registry = registry or default_registry()
+    """Verify every rewrite of ``rule``; the first failing direction decides. A rule over an
+    op class or with opset variants shares ``settings.examples`` among its variants (at
+    least ``MIN_EXAMPLES`` each), so one rule costs about as much as one rule."""
+    registry = registry or rule.registry
     start = time.perf_counter()
     result = RuleResult(rule.name, f"{rule.span.file}:{rule.span.line}", rule.contract)
-    sides = (rule.source.lhs, rule.source.rhs)
-    for k, rewrite in enumerate(rule.rewrites):
+    variants = len({d.name.split("/")[0] for d in rule.directions})
+    each = dataclasses.replace(settings, examples=max(MIN_EXAMPLES,
+                                                      -(-settings.examples // variants)))
+    for rewrite, direction in zip(rule.rewrites, rule.directions, strict=True):
         try:
-            _verify_direction(rule, rewrite, sides[k], settings, registry, result)
+            _verify_direction(rule, rewrite, direction, each, registry, result)
         except Exception as e:  # noqa: BLE001 - a crash in the verifier is a reported failure
             log.debug("verifying %s failed", rule.name, exc_info=True)
             result.status, result.detail = ERROR, f"{type(e).__name__}: {e}"
         if not result.ok:
-            if k:  # a <=> rule failing only right to left: say so
-                result.detail = "(the right-to-left direction) " + result.detail
+            if len(rule.rewrites) > 1:  # say which direction or variant failed
+                result.detail = f"({_which(direction.name, rule.name)}) " + result.detail
             break
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _which(rewrite: str, rule: str) -> str:
+    """``rule[F=Relu]/rev`` -> ``F=Relu, right to left``."""
+    parts = [rewrite[len(rule):].split("/")[0].strip("[]")]
+    if rewrite.endswith("/rev"):
+        parts.append("right to left")
+    return ", ".join(p for p in parts if p) or "left to right"
 
 
 def verify_library(rules: CompiledRules | Sequence[CompiledRule],
@@ -130,25 +148,32 @@ def verify_library(rules: CompiledRules | Sequence[CompiledRule],
     return [verify_rule(r, settings, registry) for r in items]
 
 
-def _verify_direction(rule: CompiledRule, rewrite: Rewrite, pattern: object,
+def _verify_direction(rule: CompiledRule, rewrite: Rewrite, direction: Direction,
                       settings: Settings, registry: Registry, result: RuleResult) -> None:
-    builder = InstanceBuilder(rule.source, pattern, registry)  # type: ignore[arg-type]
+    search = Search(direction, registry, rule.resolved.examples)
     fired = 0
-    hinted = sorted(builder.hints.dtypes)
+    hinted = sorted(search.hints.dtypes)
+    blockers: Counter[str] = Counter()
+    last: Instance | None = None
     for attempt in range(settings.budget):
-        draw = _draw(settings.seed, attempt, hinted)
+        found = search.find(partial(_draw, settings.seed, attempt, hinted), attempt)
         result.attempts += 1
-        instance = builder.build(draw)
-        if instance is None:
-            result.rejections["no typing of the left side found"] += 1
+        instance = last = found.instance or last
+        if found.instance is None:
+            result.rejections[NO_TYPING] += 1
+            blockers[NO_TYPING] += 1
             continue
+        assert instance is not None
         applied = apply_rewrite(instance.graph, rewrite, registry)
         if applied.error:
             return _fail(result, instance.graph, None, applied.error, None, {}, None)
-        if applied.graph is None:
+        if not applied.fired:
             result.rejections[applied.reason] += 1
+            blockers[found.blocker or applied.reason] += 1
             continue
-        if not _compare(rule, instance, applied.graph, draw, settings, result):
+        assert applied.graph is not None
+        rng = np.random.default_rng([settings.seed, attempt, 1])
+        if not _compare(rule, instance, applied.graph, rng, settings, result):
             return None
         fired += 1
         result.examples += 1
@@ -156,20 +181,44 @@ def _verify_direction(rule: CompiledRule, rewrite: Rewrite, pattern: object,
             break
     if not fired:
         result.status = NO_INSTANCE
-        top = "; ".join(f"{reason} ({n}x)" for reason, n in result.rejections.most_common(3))
-        result.detail = (f"no instance found under its guards in {settings.budget} attempts; "
-                         f"most common rejections: {top}")
+        result.detail = no_instance_text(settings.budget, blockers, _template(last, direction))
     return None
+
+
+def _template(instance: Instance | None, direction: Direction) -> str:
+    """``@example(...)`` with the variables' types and values in ``instance``: a template
+    for the author to edit into values that pass."""
+    if instance is None:
+        return ""
+    leaves = set(direction.names.tensors) - {b for b, _ in direction.names.nodes}
+    items = []
+    for name, o in instance.tensors.items():
+        if name not in leaves or o.type is None or o.value is None:
+            continue
+        if o.const and o.value.size <= SHOWN_VALUES:
+            items.append(f"{name} = {_literal(o.value)}")
+        else:
+            dims = ", ".join(str(d) for d in o.type.shape or ())
+            items.append(f"{name}: {SHORT.get(o.type.dtype, o.type.dtype)}[{dims}]")
+    items += [f"{k} = {_literal(v)}" for k, v in instance.attrs.items()
+              if k in direction.names.attrs and not isinstance(v, str)]
+    return f"@example({', '.join(items)})" if items else ""
+
+
+def _literal(value: object) -> str:
+    array = np.asarray(value)
+    return str(array.tolist()).replace("'", "") if array.ndim else str(array.item())
 
 
 def _draw(seed: int, attempt: int, hinted: Sequence[str] = ()) -> Draw:
     """Attempt ``attempt``'s choices: small dims first; float32 mostly, float16 and float64
-    too; a dtype the guards name (``dtype(x) == f16``) in three attempts out of four."""
+    too; a dtype the guards name (``dtype(x) == f16``) in three attempts out of four; every
+    third attempt an ``edge`` draw (distinct dims, telling permutations and literals)."""
     rng = np.random.default_rng([seed, attempt])
     dtype = DTYPES[attempt % len(DTYPES)]
     if hinted and attempt % 4:
         dtype = hinted[attempt % len(hinted)]
-    return Draw(rng, dtype, size=2 + (attempt // 8) % 4)
+    return Draw(rng, dtype, size=2 + (attempt // 8) % 4, edge=attempt % 3 == 2)
 
 
 def _feeds(instance: Instance, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -182,11 +231,11 @@ def _feeds(instance: Instance, rng: np.random.Generator) -> dict[str, np.ndarray
     return feeds
 
 
-def _compare(rule: CompiledRule, instance: Instance, rhs: Graph, draw: Draw,
+def _compare(rule: CompiledRule, instance: Instance, rhs: Graph, rng: np.random.Generator,
              settings: Settings, result: RuleResult) -> bool:
     lhs = instance.graph
     for _ in range(settings.runs):
-        feeds = _feeds(instance, draw.rng)
+        feeds = _feeds(instance, rng)
         try:
             with np.errstate(all="ignore"):
                 want = Executor(lhs).run(feeds)
@@ -199,13 +248,13 @@ def _compare(rule: CompiledRule, instance: Instance, rhs: Graph, draw: Draw,
         except GeError as e:
             _fail(result, lhs, rhs, f"the right side does not run: {e}", None, feeds, None)
             return False
-        (name,) = lhs.output_names
-        expected = np.asarray(want[name])
-        tol = tolerance(rule.contract, expected.dtype.name, expected)
-        mismatch = compare(expected, np.asarray(got[name]), *tol)
-        if mismatch is not None:
-            _fail(result, lhs, rhs, "the two sides differ", mismatch, feeds, tol)
-            return False
+        for name in lhs.output_names:
+            expected = np.asarray(want[name])
+            tol = tolerance(rule.contract, expected.dtype.name, expected)
+            mismatch = compare(expected, np.asarray(got[name]), *tol)
+            if mismatch is not None:
+                _fail(result, lhs, rhs, "the two sides differ", mismatch, feeds, tol)
+                return False
     return True
 
 

@@ -32,8 +32,9 @@ def test_optimize_options_and_compile_options() -> None:
     fixed, report = ge.optimize(graph, ge.CompileOptions(opt_level="O1",
                                                          input_shape={"x": (5, 3, 8, 8)}))
     assert fixed.inputs[0].shape == (5, 3, 8, 8) and report.level == "O1"
-    _, report = ge.optimize(graph, ge.CompileOptions(disabled=frozenset({"fuse_conv_relu"})))
-    assert "fuse_conv_relu" not in {f.rule for f in report.fusions}
+    _, report = ge.optimize(graph, ge.CompileOptions(
+        disabled=frozenset({"fuse_conv_activation"})))
+    assert "fuse_conv_activation" not in {f.rule for f in report.fusions}
 
 
 def test_optimize_refuses_other_things() -> None:

@@ -66,10 +66,10 @@ def test_version_and_py_typed_ship_with_the_package() -> None:
 
 def test_a_fusion_switch_file_feeds_compile_options(tmp_path: Path) -> None:
     path = tmp_path / "switches.cfg"
-    path.write_text("fuse_conv_relu:off\nfuse_conv_bn_relu:off\n")
+    path.write_text("fuse_conv_activation[Act=Relu]:off\nfuse_conv_bn_relu:off\n")
     switches = ge.read_switch_file(path)
-    assert switches.off == {"fuse_conv_relu", "fuse_conv_bn_relu"}
+    assert switches.off == {"fuse_conv_activation[Act=Relu]", "fuse_conv_bn_relu"}
     _, on = ge.optimize(tiny_cnn())
     _, off = ge.optimize(tiny_cnn(), ge.CompileOptions(disabled=switches.off))
-    assert "fuse_conv_relu" in {f.rule for f in on.fusions}
-    assert "fuse_conv_relu" not in {f.rule for f in off.fusions}
+    assert "fuse_conv_activation" in {f.rule for f in on.fusions}
+    assert "fuse_conv_activation" not in {f.rule for f in off.fusions}

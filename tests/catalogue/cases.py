@@ -401,6 +401,18 @@ MISUSE_CASES = [
          permissions=True),
     Case("X3-run-output-dir-is-a-file", ("run", "model.onnx", "--output-dir", "model.onnx"),
          GOOD, 2, r"model\.onnx: .*(not a folder|exists)"),
+    Case("X1-partitions-out-of-range", ("compile", "model.onnx", "--output", "out",
+                                         "--partitions", "99"), GOOD, 2,
+         r"--partitions must be between 1 and 64, got 99"),
+    Case("X1-bad-device-memory", ("compile", "model.onnx", "--output", "out", "--partition_by",
+                                  "memory", "--device_memory", "lots"), GOOD, 2,
+         r"--device_memory: expected a size like 8G"),
+    Case("X1-devices-on-a-plain-om", ("run", "model.om", "--devices", "2"), om(), 2,
+         r"^model\.om: --devices 2: this \.om is not pipelined; compile it with --partitions 2"),
+    Case("X4-op-over-device-memory", ("compile", "model.onnx", "--output", "out",
+                                      "--partition_by", "memory", "--device_memory", "64"),
+         GOOD, 3, r"node '[^']+' \([A-Za-z.]+\): this op alone needs .* over the device memory "
+         r"of 64 B"),
     Case("X5-stdout-closed", ("inspect", "model.om"), om(), 141, r"", tags=("closed-stdout",)),
 ]
 

@@ -59,7 +59,7 @@ def test_an_unsound_rule_found_while_optimizing_is_placed_at_the_rule(
     rules.write_text("ruleset fold\n@exact\nrule flatten_relu: Relu(x) => Reshape(x, [-1])\n"
                      + "".join(f"schedule {lv}: saturate(fold)\n" for lv in ("O1", "O2", "O3")))
     library = load_compiled([str(rules)], soundness=False)  # what the checker cannot prove
-    monkeypatch.setattr(opt, "_library", lambda paths: library)
+    monkeypatch.setattr(opt, "rule_library", lambda paths=(), registry=None: library)
     relu = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g",
                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])

@@ -42,7 +42,7 @@ def test_the_articles_command_line_runs_as_written(tmp_path: Path,
         options = om.contents.compile_options
         assert options["enable_small_channel"] is True
         assert options["op_select_implmode"] == "high_performance"
-        assert "fuse_conv_relu" in options["fusion_switch_off"]  # TbeConvReluFusionPass
+        assert "fuse_conv_activation[Act=Relu]" in options["fusion_switch_off"]  # TbeConvRelu
         assert om.report()["notes"]
 
 

@@ -51,7 +51,7 @@ def test_unknown_switch_names_warn_on_stderr_with_the_valid_names(
         runs: list[tuple[int, str, str]]) -> None:
     code, out, err = runs[0]
     assert code == 0 and "wrote a.om" in out
-    assert "unknown fusion switch 'fuse_conv_rleu' (did you mean fuse_conv_relu?)" in err
+    assert "unknown fusion switch 'fuse_conv_rleu' (did you mean fuse_conv_gelu?)" in err
     assert "the rulesets fold, fuse_attention" in err and "ConvBatchnormFusionPass" in err
     assert "unknown fusion switch" not in out  # the summary on stdout stays clean
     code, out, err = runs[1]

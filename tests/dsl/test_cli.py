@@ -42,7 +42,8 @@ def test_check_reports_every_error(capsys: pytest.CaptureFixture[str],
         "b.ger:2:9: Relu takes 1 input, got 2",
         "    rule q: Relu(x, y) => x",
         "            ^~~~~~~~~~",
-        "b.ger:3:6: duplicate rule 'r' (first defined at a.ger:2:6)",
+        "b.ger:3:6: duplicate rule 'r' (first defined at a.ger:2:6); to replace it, mark "
+        "the new rule @replace",
         "    rule r: Relu(x) => x",
         "         ^",
     ]

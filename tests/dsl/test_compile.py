@@ -8,13 +8,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gerules.dsl import parse_text
-from gerules.dsl.compile import CompiledRules, compile_library, load_compiled
+from gerules.dsl import CompiledRules, compile_library, load_compiled, parse_text
 from gerules.dsl.loader import RuleLibrary
 from gerules.engine import EGraph, ENode, Repeat, Ruleset, Runner, Saturate, Seq
 from gerules.ir.graph import TensorType
 from gerules.ir.registry import default_registry
-from gerules.opt.terms import INPUT, TermContext, add_const, add_op, class_value
+from gerules.terms.terms import INPUT, TermContext, add_const, add_op, class_value
 
 from .conftest import GOOD
 

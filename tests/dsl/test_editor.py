@@ -68,3 +68,17 @@ def test_tokens_get_the_expected_scopes() -> None:
     assert scope_of("1e-5") == "constant.numeric.ger"
     assert scope_of("=>") == "keyword.operator.arrow.ger"
     assert "variable.other.property.ger" in scope_of("bn.epsilon")
+
+
+def test_the_syntax_of_rule_authoring_gets_scopes() -> None:
+    """Op definitions, op classes, extensions, the new decorators and their operators."""
+    assert "entity.name.type.op.definition.ger" in scope_of("op ge.RMSNorm(x, w)")
+    assert "entity.name.type.class.ger" in scope_of("opclass unary_math = Relu | Tanh")
+    assert "entity.name.namespace.ger" in scope_of("extend ruleset fuse")
+    assert scope_of("extend ruleset fuse").startswith("keyword.other.declaration.ger")
+    for decorator in ("@replace", "@example"):
+        assert "entity.name.function.decorator.ger" in scope_of(decorator)
+    assert scope_of("+= mine") == "keyword.operator.assignment.extend.ger"
+    assert scope_of("| Tanh") == "keyword.operator.union.ger"
+    assert scope_of("?, w") == "keyword.operator.optional.ger"
+    assert "keyword" in scope_of("for F in unary_math")

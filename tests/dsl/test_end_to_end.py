@@ -20,9 +20,10 @@ from gerules.ir.infer import infer_graph
 from gerules.ir.verify import verify
 from gerules.onnx_io import load_model
 from gerules.opt.costs import ExtractionCost
-from gerules.opt.lower import lower
-from gerules.opt.raise_graph import raise_graph
 from gerules.runtime.executor import run_graph
+from gerules.terms.lower import lower
+from gerules.terms.raise_graph import raise_graph
+from gerules.terms.terms import TermContext
 from gerules.testing.models import cnn, residual_block, transformer_encoder
 
 from .conftest import GOOD
@@ -46,7 +47,8 @@ def test_library_optimizes_and_preserves_outputs(name: str, library: CompiledRul
     build, expected = CASES[name]
     case = build()
     graph = infer_graph(load_model(case.model.SerializeToString()))
-    low = lower(graph)
+    low = lower(graph, TermContext(library.registry, graph.opset,  # the library's own ops
+                                   {v.name: v.type for v in graph.inputs}))
     report = Runner(low.egraph, limits=Limits(iterations=40, nodes=100_000, seconds=30)
                     ).run(library.schedules["O2"])
     assert report.stop_reason.value == "saturated"

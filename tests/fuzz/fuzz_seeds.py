@@ -16,6 +16,7 @@ import onnx
 from hypothesis import HealthCheck, settings
 
 from gerules.build import build_om
+from gerules.compiler import CompileOptions, compile_model
 from gerules.onnx_io import load_model
 from gerules.testing import models
 from gerules.testing.bad_models import good_model
@@ -40,7 +41,8 @@ def onnx_seeds() -> tuple[onnx.ModelProto, ...]:
 
 @cache
 def om_seeds() -> tuple[bytes, ...]:
-    """Those models compiled: one static .om, one with two dynamic-batch variants."""
+    """Those models compiled: one static .om, one with two dynamic-batch variants, and the
+    CNN cut into two pipeline stages (format 1.1, with its report)."""
     out = []
     with tempfile.TemporaryDirectory() as folder:
         for k, (model, dims) in enumerate([(good_model(), ({},)),
@@ -49,6 +51,10 @@ def om_seeds() -> tuple[bytes, ...]:
             path = Path(folder) / f"m{k}.om"
             build_om(graph, path, dims=dims, report={"seed": k})
             out.append(path.read_bytes())
+        path = Path(folder) / "piped.om"
+        compile_model(load_model(models.cnn().model.SerializeToString()),
+                      CompileOptions(input_shape={"input": (1, 3, 16, 16)}, partitions=2), path)
+        out.append(path.read_bytes())
     return tuple(out)
 
 

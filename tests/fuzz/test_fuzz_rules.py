@@ -33,11 +33,13 @@ def files() -> Iterator[Sandbox]:
 
 
 def test_the_seeds_compile(rules: Sandbox) -> None:
-    """Each seed compiles alone, except schedule files that name rulesets of other files."""
+    """Each seed compiles alone, except files that name rulesets or op classes of other
+    files (a seed's text is checked without its includes)."""
     assert len(SOURCES) >= 10
     for text in SOURCES:
         outcome = rules.run(text)
-        assert outcome.kind == "ok" or "unknown ruleset" in outcome.message, outcome.describe()
+        assert outcome.kind == "ok" or "unknown ruleset" in outcome.message or (
+            "unknown opclass" in outcome.message), outcome.describe()
 
 
 @FUZZ

@@ -11,7 +11,7 @@ import pytest
 
 from gerules.ir import graph as graph_module
 from gerules.ir.graph import content_key, unique_arrays
-from gerules.opt.tensor import ConstTensor
+from gerules.terms.tensor import ConstTensor
 
 
 def _sha(a: np.ndarray) -> str:

@@ -33,7 +33,7 @@ ReduceMin ReduceProd ReduceL2 Mod IsNaN IsInf NonZero ScatterND GatherND DepthTo
 SpaceToDepth InstanceNormalization PRelu GlobalMaxPool Hardmax OneHot Sum Mean BitShift
 MatMulInteger""".split()
 GE_OPS = ["FusedConv", "FusedMatMul", "Attention", "MultiHeadAttention", "AddLayerNorm",
-          "Elementwise", "Gelu"]
+          "Gelu"]  # with kernels of their own
 
 CUBE = {"Conv", "ConvTranspose", "MatMul", "Gemm", "Einsum", "MatMulInteger", "FusedConv",
         "FusedMatMul", "Attention", "MultiHeadAttention", "FlexAttention", "ConvInteger",

@@ -29,8 +29,10 @@ def test_a_rule_that_applies_but_loses_at_extraction_is_not_kept() -> None:
     graph = _graph(cnn())
     _, npu = optimize(graph, OptimizeOptions(target="npu"))
     result, onnx_only = optimize(graph, OptimizeOptions(target="onnx"))
-    assert npu.rules["fuse_conv_relu"]["kept"] == 2
-    stats = onnx_only.rules["fuse_conv_relu"]
+    assert npu.rules["fuse_conv_activation"]["kept"] == 2
+    assert npu.rules["fuse_conv_activation"]["variants"]["fuse_conv_activation[Act=Relu]"][
+        "kept"] == 2  # the one op of its class that fired
+    stats = onnx_only.rules["fuse_conv_activation"]
     assert stats["matches"] == stats["applied"] == 2 and stats["kept"] == 0
     assert result.op_counts()["Relu"] == 2 and not any(n.domain for n in result.nodes)
 
@@ -71,7 +73,11 @@ def test_a_pattern_constant_that_differs_is_no_match() -> None:
 def test_fusion_result_uses_atc_names_and_fields() -> None:
     rules = {"fold_conv_bn": {"matches": 3, "applied": 3, "kept": 2, "ruleset": "fold"},
              "fold_conv_bn_no_bias": {"matches": 1, "applied": 1, "kept": 1, "ruleset": "fold"},
-             "fuse_conv_relu": {"matches": 2, "applied": 2, "kept": 0, "ruleset": "fuse_conv"},
+             "fuse_conv_activation": {
+                 "matches": 3, "applied": 3, "kept": 0, "ruleset": "fuse_conv", "variants": {
+                     "fuse_conv_activation[Act=Relu]": {"matches": 2, "applied": 2, "kept": 0},
+                     "fuse_conv_activation[Act=Tanh]": {"matches": 1, "applied": 1,
+                                                        "kept": 0}}},
              "fuse_mul_add": {"matches": 4, "applied": 0, "kept": 0,
                               "ruleset": "fuse_elementwise"},
              "never": {"matches": 0, "applied": 0, "kept": 0, "ruleset": "simplify"}}
@@ -82,6 +88,7 @@ def test_fusion_result_uses_atc_names_and_fields() -> None:
     assert graph["ub_fusion"]["TbeConvReluFusionPass"] == {
         "effect_times": "0", "match_times": "2", "repository_hit_times": "0"}
     assert "fuse_mul_add" in graph["ub_fusion"]
+    assert graph["graph_fusion"]["fuse_conv_activation[Act=Tanh]"]["match_times"] == "1"
     assert "never" not in json.dumps(data)
 
 

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from gerules.errors import UsageError
-from gerules.ir.graph import Node
+from gerules.ir.composite import CompositeOp
+from gerules.ir.graph import Graph, Node
+from gerules.ir.registry import Port
 from gerules.precision import PrecisionOptions, parse_keep_dtype, parse_mixlist, read_mixlist
 from gerules.precision.policy import DEFAULT_BLACK, MixList, check_mode, members
 
@@ -30,8 +32,11 @@ def test_fused_ops_count_as_what_they_replace() -> None:
     assert members(node("Attention", "ge")) >= {"Softmax", "MatMul"}
     assert MixList().category(node("Attention", "ge")) == "black"
     assert MixList().category(node("FusedConv", "ge", activation="Relu")) == "white"
-    expr = node("Elementwise", "ge", expr="(Mul (Exp x0) x1)")
-    assert members(expr) == {"Mul", "Exp"} and MixList().category(expr) == "black"
+    body = CompositeOp("my", "ExpMul", (Port("x"), Port("y")), ("m",), (),
+                       (Node("Exp", ("x",), ("e",)), Node("Mul", ("e", "y"), ("m",))))
+    graph = Graph((), (), (), functions=(body,))
+    expr = node("ExpMul", "my")
+    assert members(expr, graph) == {"Mul", "Exp"} and MixList().category(expr, graph) == "black"
 
 
 def test_mixlist_moves_ops_between_lists() -> None:

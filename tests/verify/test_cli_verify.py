@@ -54,3 +54,12 @@ def test_a_rule_file_error_is_reported_like_check(tmp_path: Path,
     bad.write_text("ruleset r\nrule a: Cojv(x) => x\n")
     code, out, err = _run([str(bad)], capsys)
     assert code == 1 and out == "" and "unknown op Cojv (did you mean Conv?)" in err
+
+
+def test_a_rule_check_rejects_is_never_verified(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """``rules verify`` runs every check ``rules check`` runs, shape soundness included."""
+    bad = tmp_path / "unsound.ger"
+    bad.write_text("ruleset r\nrule a: Transpose(x) {perm = [1, 0]} => x\n")
+    code, out, err = _run([str(bad)], capsys)
+    assert code == 1 and out == "" and "rule is shape-unsound" in err

@@ -16,7 +16,6 @@ def all_schemas() -> list[OpSchema]:
         control,
         conv,
         elementwise,
-        expr,
         fused,
         gather,
         linalg,
@@ -39,7 +38,7 @@ def all_schemas() -> list[OpSchema]:
 
     schemas: list[OpSchema] = []
     for module in (elementwise, activation, softmax, conv, pool, norm, linalg, reduce, shape,
-                   constant, movement, gather, resize, fused, expr, attention, loss, quant, select,
+                   constant, movement, gather, resize, fused, attention, loss, quant, select,
                    recurrent, vision, signal, ngram, control, training):
         schemas.extend(module.SCHEMAS)
     return schemas

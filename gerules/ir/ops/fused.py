@@ -12,6 +12,10 @@ Invariants:
 - Attention: ``softmax(Q @ Kt * scale + Mask) @ V`` computed in float32 (float64 inputs in
   float64, so the fusion stays exact for them too) with the maximum subtracted; ``Kt`` is the
   already transposed key ``[..., D, Sk]``; ``scale`` defaults to ``1 / sqrt(D)``.
+- Fused ops that are plain compositions of ai.onnx ops (the elementwise chains:
+  ge.SiLU, ge.AddRelu, ge.MulAdd) are defined by their bodies in the shipped rule
+  library (``ir.composite``), not here; ge.AddLayerNorm stays here for its kernel
+  into the runtime's arena.
 - MultiHeadAttention: ``Attention`` with the heads split and merged inside: Q ``[B, Sq,
   H*D]``, K ``[B, Sk, H*D]``, V ``[B, Sk, H*Dv]`` are read as ``[B, S, H, D]`` and moved to
   ``[B, H, S, D]`` (K to ``[B, H, D, Sk]``), the result ``[B, H, Sq, Dv]`` goes back to

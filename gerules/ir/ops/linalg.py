@@ -110,8 +110,11 @@ def _gemm_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
         raise ShapeError(f"Gemm: inner dims {k1} and {k2} differ")
     c = at(types, 2)
     if c is not None and c.shape is not None:
-        out = broadcast((m, n), c.shape)
-        if out is not None and len(out) > 2:
+        out = broadcast((m, n), c.shape)  # C broadcasts to [M, N], never past it
+        grown = out is not None and (len(out) > 2 or any(
+            isinstance(o, int) and isinstance(d, int) and o != d
+            for o, d in zip(out, (m, n), strict=False)))
+        if grown:
             raise ShapeError(f"Gemm: C {fmt(c.shape)} does not broadcast to [{m},{n}]")
     return [TensorType(dtype, (m, n))]
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from ..ir.graph import TensorType
-from ..ir.registry import ELEMENTWISE, OpSchema
+from ...ir.graph import TensorType
+from ...ir.registry import ELEMENTWISE, OpSchema
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,11 +47,15 @@ ABSENT = Operand(None, None, True)
 
 @dataclass
 class Draw:
-    """Random choices for one instance: the generator, the float dtype and the largest dim."""
+    """Random choices for one instance: the generator, the float dtype and the largest dim;
+    ``edge`` draws prefer the choices that expose mistakes (shapes of distinct dims, so a
+    swapped dim shows; a scalar literal spread over a shape larger than its sibling, so a
+    broadcast shows; permutations that do not commute)."""
 
     rng: np.random.Generator
     dtype: str = "float32"
     size: int = 4
+    edge: bool = False  # telling choices: distinct dims, literals larger than x, perms...
     memo: dict[str, Any] = field(default_factory=dict)  # per-op state (a Slice's spec)
 
     def integer(self, lo: int, hi: int) -> int:
@@ -67,6 +71,9 @@ class Draw:
         return self.integer(1, self.size)
 
     def shape(self, rank: int) -> tuple[int, ...]:
+        if self.edge and rank > 1:
+            dims = self.rng.choice(np.arange(2, 4 + max(rank, self.size)), rank, replace=False)
+            return tuple(int(d) for d in dims)
         return tuple(self.dim() for _ in range(rank))
 
     def floats(self, shape: Sequence[int], lo: float | None = None, hi: float | None = None
@@ -121,6 +128,17 @@ def broadcast_variant(draw: Draw, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(draw.pick(options)())
 
 
+def grown_variant(draw: Draw, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A shape that ``shape`` broadcasts to and that is larger: a 1 made larger, or a new
+    leading dim."""
+    ones = [i for i, d in enumerate(shape) if d == 1]
+    if ones and draw.coin(0.7):
+        grown = list(shape)
+        grown[draw.pick(ones)] = draw.integer(2, 3)
+        return tuple(grown)
+    return (draw.integer(2, 3), *shape)
+
+
 def elementwise(draw: Draw, operands: Sequence[Operand | None], slot: int) -> Operand:
     ref = reference(operands)
     if ref is None or ref.value is None:
@@ -140,8 +158,8 @@ def reshape_target(draw: Draw, shape: tuple[int, ...], rank: int | None = None) 
     sometimes (always when ``rank`` asks for one more or one less dim) the last dim split in
     two or the last two merged (attention heads), the split at the smallest factor, so equal
     shapes split alike across a pattern."""
-    split = shape and (f := _smallest_factor(shape[-1]))
-    if split and (rank == len(shape) + 1 or rank is None and draw.coin(0.2)):
+    f = _smallest_factor(shape[-1]) if shape else None
+    if f is not None and (rank == len(shape) + 1 or rank is None and draw.coin(0.2)):
         return ints([*shape[:-1], f, shape[-1] // f])
     if len(shape) >= 2 and (rank == len(shape) - 1 or rank is None and draw.coin(0.2)):
         return ints([*shape[:-2], shape[-2] * shape[-1]])
@@ -204,6 +222,7 @@ INT_PORTS = frozenset({
     "Slice.starts", "Slice.ends", "Slice.axes", "Slice.steps", "Split.split", "Gather.indices",
     "GatherElements.indices", "TopK.K", "CumSum.axis", "Pad.pads", "Pad.axes", "Trilu.k",
     "Dropout.training_mode", "Where.condition", "ConstantOfShape.input", "Range.start",
+    "Range.limit", "Range.delta",
 })
 # Ops whose first operand has a structure of its own (not just "like a sibling").
 SHAPED = frozenset({"MatMul", "Gemm", "Conv", "ge.FusedConv", "ge.FusedMatMul",
@@ -256,7 +275,19 @@ def int_operand(op: str, port: str, draw: Draw, data: Operand | None,
         return Operand(_type(np.asarray(value)), np.asarray(value), False)
     if key == "Trilu.k":
         return ints(draw.integer(-1, 1))
+    if op == "Range":
+        spec = draw.memo.setdefault("range", range_spec(draw))
+        return spec[port]  # type: ignore[no-any-return]
     return None
+
+
+def range_spec(draw: Draw) -> dict[str, Operand]:
+    """Int64 scalars for ``Range``: mostly ``0 .. n`` by 1 (indices), sometimes another
+    start or a step of 2."""
+    start = 0 if draw.coin(0.6) else draw.integer(1, 2)
+    delta = 1 if draw.coin(0.7) else 2
+    return {"start": ints(start), "limit": ints(start + delta * draw.dim()),
+            "delta": ints(delta)}
 
 
 def scalar_operand(op: str, port: str, draw: Draw) -> Operand | None:

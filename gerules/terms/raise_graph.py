@@ -10,6 +10,7 @@ Invariants:
   of the source node whose tensor it now computes, prefixed with its op.
 - Attributes equal to the schema default are dropped, so exported models stay clean.
 - Constants become initializers (reusing the source initializer's name for identical bytes).
+- The graph carries the composite ops (``ir.composite``) its nodes use, and only those.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 
 from ..engine import ENode, Extraction
 from ..ir.attrs import Attrs
+from ..ir.composite import with_uses
 from ..ir.graph import Graph, Node, Value
 from .lower import Lowered
 from .terms import ABSENT, CONST, INPUT, OUTPUTS_ATTR, PROJ, ir_attr, split_op
@@ -85,8 +87,9 @@ def raise_graph(source: Graph, low: Lowered, ext: Extraction) -> Graph:
             node = _emit(low, cid, enode, names, namer, want, origin, tuple_outputs, preferred)
             nodes.append(node)
     nodes, outputs = _bind_outputs(source, low, ext, names, nodes, namer)
+    bodies = [low.ctx.schema(n.qualified_op).body for n in nodes if n.domain]
     return source.replace(nodes=tuple(nodes), initializers=inits, outputs=outputs,
-                          value_info={})
+                          value_info={}, functions=with_uses([b for b in bodies if b]))
 
 
 def _tuple_outputs(ext: Extraction, proj_index: dict[int, tuple[int, int]]

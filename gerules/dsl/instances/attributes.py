@@ -38,12 +38,35 @@ def _conv_attrs(draw: Draw, x: Operand | None) -> dict[str, Any]:
             "dilations": (1, 1) if draw.coin(0.8) or min(h, w) < 5 else (2, 2)}
 
 
+def _pool_attrs(op: str, draw: Draw, x: Operand | None) -> dict[str, Any]:
+    """A window that fits ``x``'s spatial dims (``[N, C, D1, ..]``): sizes up to 3, strides
+    of 1 or 2, pads below the window, sometimes ``ceil_mode``, dilations of 2 (MaxPool) or
+    padding counted (AveragePool)."""
+    if x is None or x.value is None or x.value.ndim < 3:
+        return {}
+    spatial = x.shape[2:]
+    k = tuple(draw.integer(1, min(3, d)) for d in spatial)
+    out: dict[str, Any] = {"kernel_shape": k,
+                           "strides": tuple(draw.pick([1, 1, 2]) for _ in k),
+                           "pads": tuple(draw.integer(0, w - 1) for w in k) * 2,
+                           "ceil_mode": int(draw.coin(0.2))}
+    wide = all(d >= 2 * w for d, w in zip(spatial, k, strict=True))
+    if op == "MaxPool" and draw.coin(0.2) and wide:
+        out["dilations"] = (2,) * len(k)
+    if op == "AveragePool":
+        out["count_include_pad"] = int(draw.coin(0.3))
+    return out
+
+
 def sample_attrs(op: str, draw: Draw, x: Operand | None) -> dict[str, Any]:
     """Attributes the pattern does not fix, drawn to expose mistakes (see the module doc)."""
     rank = x.value.ndim if x is not None and x.value is not None else 0
     eps = draw.pick([1e-5, 1e-3, 0.1, 0.5])
     table: dict[str, Callable[[], dict[str, Any]]] = {
         "Conv": lambda: _conv_attrs(draw, x),
+        "MaxPool": lambda: _pool_attrs("MaxPool", draw, x),
+        "AveragePool": lambda: _pool_attrs("AveragePool", draw, x),
+        "LpPool": lambda: _pool_attrs("LpPool", draw, x),
         "ge.FusedConv": lambda: _conv_attrs(draw, x),
         "BatchNormalization": lambda: {"epsilon": eps},
         "InstanceNormalization": lambda: {"epsilon": eps},
@@ -84,11 +107,17 @@ def _heads(draw: Draw, x: Operand | None) -> int:
 def attr_candidate(name: str, kind: str, draw: Draw, x: Operand | None,
                    earlier: Sequence[Any]) -> Any:
     """A value for an attribute variable (``{perm = p}``): like ``sample_attrs``, sometimes
-    equal to an earlier attribute variable of the same kind (guards such as ``a2 == a1``)."""
+    equal to an earlier attribute variable of the same kind (guards such as ``a2 == a1``).
+    An ``edge`` draw takes telling permutations instead: a rotation for the first, a
+    reversal for the next (they do not commute from rank 3 on)."""
+    rank = x.value.ndim if x is not None and x.value is not None else 0
+    if name == "perm" and draw.edge and rank:
+        rotation = tuple(range(1, rank)) + (0,)
+        return rotation if sum(isinstance(v, tuple) for v in earlier) % 2 == 0 else \
+            tuple(reversed(range(rank)))
     same_kind = [v for v in earlier if isinstance(v, tuple) == (kind in ("ints", "floats"))]
     if same_kind and draw.coin(0.5):
         return draw.pick(same_kind)
-    rank = x.value.ndim if x is not None and x.value is not None else 0
     if name == "perm":
         return _perm(draw, rank)
     if name == "axes":

@@ -11,9 +11,9 @@ from gerules.ir.graph import Graph, Node, Value
 from gerules.ir.verify import verify
 from gerules.onnx_io import load_model
 from gerules.opt.costs import ExtractionCost
-from gerules.opt.lower import lower
-from gerules.opt.raise_graph import raise_graph
 from gerules.runtime.executor import run_graph
+from gerules.terms.lower import lower
+from gerules.terms.raise_graph import raise_graph
 from gerules.testing.models import MODELS
 
 

@@ -5,7 +5,7 @@ chance (shapes that agree, a constant of 1), some almost never are (``approx(c, 
 on a random constant). ``Hints`` reads the few guard forms that pin a variable down:
 
 - ``const(a, b, ...)``: the variables are initializers, not graph inputs;
-- ``rank(v) == k`` and ``shape(v) == [..]``: ``v`` has rank ``k`` (``candidates.pinned_ranks``;
+- ``rank(v) == k`` and ``shape(v) == [..]``: ``v`` has rank ``k`` (``pinned_ranks``;
   for a binder, the rank its op's result must have, which a ``Reshape`` target follows);
 - ``shape(a) == shape(b)``: the one drawn second takes the other's shape (``alike``);
 - ``approx(v, EXPR, ..)``, ``v == EXPR`` and ``EXPR == v`` with a closed ``EXPR``: ``v`` holds
@@ -21,17 +21,15 @@ used only when the compiled rule accepts it), so a wrong hint costs time, never 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ..dsl import ast
-from ..dsl.candidates import pinned_ranks
-from ..dsl.evaluate import evaluate
-from ..dsl.rulecheck import children, is_closed
-from ..dsl.values import EvalError
+from .. import ast, program
+from ..evaluate import evaluate
+from ..values import EvalError
+from ..walk import is_closed, walk
 
 
 @dataclass
@@ -46,11 +44,11 @@ class Hints:
     bools: set[str] = field(default_factory=set)
 
     @staticmethod
-    def of(rule: ast.Rule) -> Hints:
-        hints = Hints(ranks=pinned_ranks(rule))
-        for clause in rule.clauses:
-            if isinstance(clause, ast.Where):
-                for e in _walk(clause.expr):
+    def of(direction: program.Direction) -> Hints:
+        hints = Hints(ranks=pinned_ranks(direction))
+        for clause in direction.clauses:
+            if isinstance(clause, program.Where):
+                for e in walk(clause.expr):
                     hints.read(e)
         return hints
 
@@ -65,7 +63,7 @@ class Hints:
                 self._value(e.args[0].name, e.args[1])
         elif isinstance(e, ast.Binary) and e.op in ("==", "in") and _is_dtype_of(e.left):
             self.dtypes.update(_dtype_names(e.right))
-            arg = e.left.args[0]  # type: ignore[attr-defined]
+            arg = e.left.args[0] if isinstance(e.left, ast.Call) else None
             if isinstance(e.right, ast.Name) and e.right.name == "bool" and isinstance(
                     arg, ast.Name):
                 self.bools.add(arg.name)
@@ -118,12 +116,32 @@ def _numel_of(e: ast.Expr) -> str | None:
     return None
 
 
-def _walk(e: ast.Expr) -> Iterator[ast.Expr]:
-    stack = [e]
+def pinned_ranks(direction: program.Direction) -> dict[str, int]:
+    """Ranks fixed by guards: ``rank(v) == k`` and ``shape(v) == [..]``, through ``and``."""
+    out: dict[str, int] = {}
+    stack = [c.expr for c in direction.clauses if isinstance(c, program.Where)]
     while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(children(node))
+        e = stack.pop()
+        if isinstance(e, ast.Binary) and e.op == "and":
+            stack += [e.left, e.right]
+        elif isinstance(e, ast.Binary) and e.op == "==":
+            for a, b in ((e.left, e.right), (e.right, e.left)):
+                name, rank = _pin(a, b)
+                if name is not None:
+                    out.setdefault(name, rank)
+    return out
+
+
+def _pin(call: ast.Expr, value: ast.Expr) -> tuple[str | None, int]:
+    if not (isinstance(call, ast.Call) and len(call.args) == 1
+            and isinstance(call.args[0], ast.Name)):
+        return None, 0
+    name = call.args[0].name
+    if call.func == "rank" and isinstance(value, ast.Num) and isinstance(value.value, int):
+        return name, value.value
+    if call.func == "shape" and isinstance(value, ast.ListLit):
+        return name, len(value.items)
+    return None, 0
 
 
 class _NoNames:

@@ -14,14 +14,13 @@ Conventions (the rule compiler, the lowering and the extraction all follow them)
   classes, ``None`` when unknown); ``"const"`` -> ``np.ndarray`` or ``None``; ``"sym"`` ->
   ``ir.symbolic.SymInts`` for small int tensors computed from shapes (dynamic dims kept as
   symbols, so a Reshape target built from ``Shape(x)`` still gives a known output type).
-- A ``TermContext`` (registry, opset, graph input types, folding policy) is attached to each
-  e-graph it lowers into; ``context_of(egraph)`` finds it, so rule code can add ops with the
-  right schema defaults.
+- A ``TermContext`` (registry, opset, graph input types, folding policy) makes each e-graph a
+  graph is lowered into: a ``TermEGraph``, whose ``ctx`` is that context, so rule code can add
+  ops with the right schema defaults (``context_of(egraph)`` for a plain ``EGraph`` argument).
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -72,14 +71,20 @@ def ir_attr(value: Any) -> Any:
     return value.array if isinstance(value, ConstTensor) else value
 
 
-_CONTEXTS: weakref.WeakKeyDictionary[EGraph, TermContext] = weakref.WeakKeyDictionary()
+class TermEGraph(EGraph):
+    """An e-graph of IR terms: the engine's ``EGraph`` with the ``TermContext`` it was made by."""
+
+    def __init__(self, ctx: TermContext, analyses: Sequence[Any], *,
+                 explanations: bool = True) -> None:
+        super().__init__(analyses, explanations=explanations)
+        self.ctx = ctx
 
 
 def context_of(egraph: EGraph) -> TermContext:
-    ctx = _CONTEXTS.get(egraph)
-    if ctx is None:
-        raise LookupError("this e-graph was not made by gerules.opt (no TermContext attached)")
-    return ctx
+    """The context of an e-graph made by ``TermContext.new_egraph``."""
+    if isinstance(egraph, TermEGraph):
+        return egraph.ctx
+    raise LookupError("this e-graph holds no IR terms (make it with TermContext.new_egraph)")
 
 
 class TermContext:
@@ -95,14 +100,12 @@ class TermContext:
         self._calls: dict[tuple[str, Any, int], Call] = {}
 
     # ------------------------------------------------------------ e-graph creation
-    def new_egraph(self, *, explanations: bool = True) -> EGraph:
+    def new_egraph(self, *, explanations: bool = True) -> TermEGraph:
         shape = ShapeAnalysis(self.infer, join_types, name=SHAPE,
                               conflicts=(AnalysisConflict,))
         const = ConstantAnalysis(self.evaluate, self.make_const, _nbytes, name=VALUE,
                                  max_bytes=MAX_FOLD_BYTES, const_op=CONST)
-        egraph = EGraph([shape, _SymAnalysis(self), const], explanations=explanations)
-        _CONTEXTS[egraph] = self
-        return egraph
+        return TermEGraph(self, [shape, _SymAnalysis(self), const], explanations=explanations)
 
     # ------------------------------------------------------------ schemas and calls
     def schema(self, op: str) -> OpSchema:

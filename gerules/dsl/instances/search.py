@@ -1,0 +1,319 @@
+"""Instances that pass a rule's guards: build, find the first guard that fails, solve it,
+rebuild.
+
+Random instances seldom pass guards that relate several values (``all(e1 == s2)`` between
+two slices, ``p[q] == iota(6)`` between two permutations, ``item(e) == shape(x)[a]``). The
+search builds an instance from a draw, evaluates the direction's clauses on it in text order
+(each ``where`` cut at its top-level ``and``s into conjuncts), and when a conjunct fails and
+has one of the forms below, pins the variable it constrains to the value that makes it hold
+and rebuilds from the same draw, for up to ``ROUNDS`` rounds:
+
+- ``v == E`` or ``E == v``: ``v`` gets the value of ``E`` on the instance;
+- ``all(v == E)``, ``approx(v, E)``, ``item(v) == E``, ``float(v) == E``, ``int(v) == E``:
+  ``v`` is filled with ``E`` in its own shape;
+- ``shape(v) == E``: ``v`` gets that shape; ``rank(v) == k``: a shape of rank ``k``;
+- ``p[q] == E``: ``p`` with ``p[q] = E`` (``p[q] == iota(n)``: ``p`` is ``q``'s inverse);
+- ``f(.., a, ..) == f(.., b, ..)`` differing in one argument only: ``a == b`` (either
+  side solved, ``norm_axis(item(ax), r) == norm_axis(c, r)`` pins ``ax``);
+- ``v >= E``, ``v <= E``, ``v > E``, ``v < E`` (and ``item(v) >= E``...): ``v`` on the bound
+  (one past it for a strict one).
+
+``v`` is a variable of the left side (not a binder: a node's output is what its inputs make
+it) or an attribute variable. Author examples (``@example(x: f32[2, 4])``) pin variables
+from the first round of every other attempt.
+
+Invariants:
+- The search only proposes instances; the compiled rule still decides (the verifier and the
+  soundness check apply the compiled rewrite to what is found), so a wrong guess costs time,
+  never soundness.
+- Everything is a function of the draw factory's seed and the pins: reruns reproduce.
+- ``Found.blocker`` names the first conjunct that fails on the instance returned (or why no
+  instance was built): what the verifier reports when a rule never fires.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...ir.graph import TensorType
+from ...ir.registry import Registry
+from .. import ast, program
+from ..evaluate import evaluate
+from ..show import show
+from ..values import EvalError, Tensor, to_array, truth
+from .builder import Instance, InstanceBuilder
+from .proposals import Draw
+
+ROUNDS = 4  # rebuilds per attempt, each pinning what the failing guards ask for
+BOUNDS = {">=": 0, "<=": 0, ">": 1, "<": -1}  # how far past the bound a pin goes
+FLIP = {">=": "<=", "<=": ">=", ">": "<", "<": ">"}
+NO_TYPING = "no typing of the left side found"
+SOLVED = ("v == E", "all(v == E)", "approx(v, E)", "item(v) == E", "shape(v) == E",
+          "rank(v) == k (k <= 8)", "p[q] == E", "f(a) == f(v)", "v >= E (<=, >, <)")
+
+
+@dataclass(frozen=True)
+class Found:
+    instance: Instance | None
+    blocker: str = ""  # the first failing conjunct ('' when every guard holds)
+    pins: Mapping[str, Any] | None = None  # what the search pinned
+
+
+class InstanceEnv:
+    """A direction's names on an instance, as the evaluator reads them (what ``MatchEnv``
+    gives on the e-graph: a class's type and its value when it is a constant)."""
+
+    def __init__(self, instance: Instance) -> None:
+        self.instance = instance
+        self.lets: dict[str, Any] = {}
+
+    def lookup(self, name: str) -> Any:
+        if name in self.lets:
+            return self.lets[name]
+        o = self.instance.tensors.get(name)
+        if o is not None:
+            return Tensor(name, o.type, o.value if o.const else None)
+        if name in self.instance.attrs:
+            return self.instance.attrs[name]
+        raise EvalError(f"{name} is not bound in this instance")
+
+    def node_attr(self, binder: str, attr: str) -> Any:
+        node = self.instance.nodes.get(binder)
+        if node is None:
+            raise EvalError(f"no node is bound to {binder}")
+        return node.get(attr)
+
+
+class Search:
+    """Instances of one direction's left side that pass its guards as often as possible."""
+
+    def __init__(self, direction: program.Direction, registry: Registry | None = None,
+                 examples: Sequence[Mapping[str, Any]] = ()) -> None:
+        self.direction = direction
+        self.builder = InstanceBuilder(direction, registry)
+        self.examples = tuple(examples)
+        self.leaves = (set(direction.names.tensors) - {b for b, _ in direction.names.nodes}
+                       ) | set(direction.names.attrs)
+
+    @property
+    def hints(self) -> Any:
+        return self.builder.hints
+
+    def find(self, draw: Callable[[], Draw], attempt: int = 0, *, verified: bool = True
+             ) -> Found:
+        """One attempt: ``draw()`` makes the same fresh ``Draw`` each time it is called.
+        With author examples, every other attempt (the first included) starts from one's
+        pins, in turn."""
+        pins: dict[str, Any] = {}
+        if self.examples and attempt % 2 == 0:
+            pins = dict(self.examples[attempt // 2 % len(self.examples)])
+        found = Found(None, NO_TYPING)
+        for _ in range(ROUNDS):
+            fresh = _with_dtype(draw(), pins)
+            instance = self.builder.build(fresh, verified=verified, fixed=pins)
+            if instance is None:
+                return found if found.instance is not None else Found(None, NO_TYPING, pins)
+            blocker, more = self.check(instance)
+            found = Found(instance, blocker, dict(pins))
+            new = {k: v for k, v in more.items() if not _same(pins.get(k), v)}
+            if not blocker or not new:
+                return found
+            pins.update(new)
+        return found
+
+    def check(self, instance: Instance) -> tuple[str, dict[str, Any]]:
+        """The first failing conjunct's text ('' if none) and pins that would fix the
+        failing conjuncts that have a solvable form."""
+        env = InstanceEnv(instance)
+        blocker, pins = "", dict[str, Any]()
+        for clause in self.direction.clauses:
+            if isinstance(clause, program.Let):
+                try:
+                    env.lets[clause.name] = evaluate(clause.expr, env)
+                except EvalError:
+                    return blocker or f"let {clause.text}", pins
+                continue
+            for part in conjuncts(clause.expr):
+                try:
+                    ok = truth(evaluate(part, env))
+                except EvalError:
+                    ok = False
+                if ok:
+                    continue
+                blocker = blocker or show(part)
+                for name, value in self.solve(part, env):
+                    pins.setdefault(name, value)
+        return blocker, pins
+
+    # ------------------------------------------------------------------ solving
+    def solve(self, e: ast.Expr, env: InstanceEnv) -> Iterator[tuple[str, Any]]:
+        """Pins that make ``e`` hold (see the module docstring), or nothing."""
+        if isinstance(e, ast.Call) and e.func == "all" and len(e.args) == 1:
+            inner = e.args[0]
+            if isinstance(inner, ast.Binary) and inner.op == "==":
+                yield from self._equal(inner.left, inner.right, env, fill=True)
+                return
+        if isinstance(e, ast.Call) and e.func == "approx" and len(e.args) >= 2:
+            yield from self._equal(e.args[0], e.args[1], env, fill=True)
+            return
+        if isinstance(e, ast.Binary) and e.op == "==":
+            found = list(self._equal(e.left, e.right, env))
+            yield from found or self._equal(e.right, e.left, env)
+        elif isinstance(e, ast.Binary) and e.op in BOUNDS:
+            yield from self._bound(e, env)
+
+    def _bound(self, e: ast.Binary, env: InstanceEnv) -> Iterator[tuple[str, Any]]:
+        """``v >= E`` (``<=``, ``>``, ``<``, either way round): ``v`` on the bound (one past
+        it for a strict one), which the guard accepts."""
+        for target, other, op in ((e.left, e.right, e.op), (e.right, e.left, FLIP[e.op])):
+            bound = _value(other, env)
+            if isinstance(bound, (int, float, np.integer, np.floating)) and not isinstance(
+                    bound, bool) and _leaf(target):
+                step = BOUNDS[op]
+                value: int | float = int(bound) + step if isinstance(
+                    bound, (int, np.integer)) else float(bound) + 0.5 * step
+                found = list(self._equal(target, ast.Num(value, e.span), env))
+                if found:
+                    yield from found
+                    return
+
+    def _equal(self, target: ast.Expr, expr: ast.Expr, env: InstanceEnv, fill: bool = False
+               ) -> Iterator[tuple[str, Any]]:
+        """Pins making ``target == expr``, where ``target`` has a solvable form."""
+        if isinstance(target, ast.Call) and isinstance(expr, ast.Call) and (
+                target.func == expr.func and len(target.args) == len(expr.args)):
+            differ = [(a, b) for a, b in zip(target.args, expr.args, strict=True)
+                      if show(a) != show(b)]
+            if len(differ) == 1:
+                a, b = differ[0]
+                found = list(self._equal(a, b, env))
+                yield from found or self._equal(b, a, env)
+                return
+        value = _value(expr, env)
+        if value is None:
+            return
+        name = _leaf(target)
+        if isinstance(target, ast.Name) and name in self.leaves:
+            yield name, _filled(env, name, value) if fill else _plain(value)
+        elif isinstance(target, ast.Call) and name in self.leaves and len(target.args) == 1:
+            yield from _call_pin(target.func, name, value, env)
+        elif isinstance(target, ast.Index) and name in self.leaves:
+            pin = _index_pin(target, value, env)
+            if pin is not None:
+                yield name, pin
+
+
+def conjuncts(e: ast.Expr) -> Iterator[ast.Expr]:
+    """``a and b and c`` as ``a``, ``b``, ``c`` (in text order)."""
+    if isinstance(e, ast.Binary) and e.op == "and":
+        yield from conjuncts(e.left)
+        yield from conjuncts(e.right)
+    else:
+        yield e
+
+
+def _leaf(e: ast.Expr) -> str:
+    """The variable a solvable form constrains: ``v``, ``f(v)``, ``v[q]``."""
+    if isinstance(e, ast.Name):
+        return e.name
+    if isinstance(e, ast.Call) and len(e.args) == 1 and isinstance(e.args[0], ast.Name):
+        return e.args[0].name
+    if isinstance(e, ast.Index) and isinstance(e.base, ast.Name):
+        return e.base.name
+    return ""
+
+
+def _value(e: ast.Expr, env: InstanceEnv) -> Any:
+    try:
+        value = evaluate(e, env)
+    except EvalError:
+        return None
+    if isinstance(value, Tensor):
+        return value.value
+    return value
+
+
+def _current(env: InstanceEnv, name: str) -> np.ndarray | None:
+    o = env.instance.tensors.get(name)
+    if o is not None:
+        return o.value
+    if name in env.instance.attrs:
+        return np.asarray(env.instance.attrs[name])
+    return None
+
+
+def _plain(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _filled(env: InstanceEnv, name: str, value: Any) -> Any:
+    """``value`` spread over ``name``'s current shape (``all(v == E)``)."""
+    now = _current(env, name)
+    try:
+        array = np.asarray(to_array(value) if not isinstance(value, np.ndarray) else value)
+        if now is None:
+            return array
+        return np.broadcast_to(array, now.shape).copy()
+    except (EvalError, ValueError):
+        return _plain(value)
+
+
+def _call_pin(func: str, name: str, value: Any, env: InstanceEnv
+              ) -> Iterator[tuple[str, Any]]:
+    o = env.instance.tensors.get(name)
+    if func in ("item", "float", "int") and not isinstance(value, (tuple, list)):
+        yield name, _filled(env, name, value)
+    elif func == "shape" and o is not None and o.type is not None:
+        try:
+            dims = tuple(int(d) for d in np.asarray(to_array(value)).reshape(-1))
+        except (EvalError, ValueError, TypeError):
+            return
+        if all(d >= 0 for d in dims):
+            yield name, TensorType(o.type.dtype, dims)
+    elif func == "rank" and o is not None and o.type is not None and isinstance(value, int):
+        if 0 <= value <= 8:
+            now = tuple(o.type.shape or ())
+            yield name, TensorType(o.type.dtype, (now + (2,) * value)[:value])
+
+
+def _index_pin(target: ast.Index, value: Any, env: InstanceEnv) -> Any:
+    """``p[q] == E``: ``p`` with the entries ``q`` names set to ``E``."""
+    now = _current(env, _leaf(target))
+    q = _value(target.index, env)
+    if now is None or q is None:
+        return None
+    try:
+        p = np.array(now).reshape(-1).copy()
+        p[np.asarray(to_array(q)).astype(np.int64)] = np.asarray(to_array(value))
+    except (EvalError, ValueError, IndexError, TypeError):
+        return None
+    return tuple(int(v) for v in p) if name_is_attr(env, _leaf(target)) else p.reshape(
+        np.shape(now))
+
+
+def name_is_attr(env: InstanceEnv, name: str) -> bool:
+    return name in env.instance.attrs and name not in env.instance.tensors
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is None:
+        return False
+    if isinstance(a, TensorType) or isinstance(b, TensorType):
+        return bool(a == b)
+    try:
+        return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+    except (ValueError, TypeError):
+        return False
+
+
+def _with_dtype(draw: Draw, pins: Mapping[str, Any]) -> Draw:
+    """A draw in the float type a pinned tensor type names (``x: f16[..]``)."""
+    for pin in pins.values():
+        if isinstance(pin, TensorType) and np.dtype(pin.dtype).kind == "f":
+            draw.dtype = pin.dtype
+            break
+    return draw
