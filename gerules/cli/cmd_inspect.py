@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import figures
 from ..om.reader import OmFile
-from . import summary
+from . import options, summary
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -23,11 +23,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                                    "definition and report as JSON (atc --mode=1).")
     p.add_argument("model", type=Path, help="compiled model (.om)")
     p.add_argument("--compact", action="store_true", help="one line instead of indented JSON")
+    options.add_budget_flags(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    with OmFile(args.model) as om:
+    with OmFile(args.model, budgets=options.budgets(args)) as om:
         doc = describe(om)
     print(json.dumps(doc, indent=None if args.compact else 1, ensure_ascii=False))
     return 0

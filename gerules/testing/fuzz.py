@@ -46,13 +46,14 @@ def scratch(name: str, data: bytes) -> Iterator[Path]:
 
 def onnx_target(data: bytes) -> None:
     """Load, run, compile and run the compiled model (see the module docstring)."""
+    from ..budgets import Budgets
     from ..build import build_om
     from ..cli import feeds
     from ..onnx_io import load_model
     from ..runtime.executor import Executor
 
     with scratch("model.onnx", data) as path:
-        graph = load_model(path, max_bytes=MAX_BYTES)
+        graph = load_model(path, budgets=Budgets(tensor_bytes=MAX_BYTES))
         if len(graph.nodes) > MAX_NODES:
             return
         required = [v for v in graph.inputs if v.name not in graph.initializers]
