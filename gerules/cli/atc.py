@@ -121,8 +121,8 @@ def om_path(args: argparse.Namespace) -> Path:
 
 def om_to_json(args: argparse.Namespace) -> int:
     """``--mode=1``: the .om as JSON, like ``ge-rewrite inspect``."""
+    from ..om.describe import describe
     from ..om.reader import OmFile
-    from .cmd_inspect import describe
 
     with OmFile(om_path(args)) as om:
         doc = describe(om)

@@ -36,8 +36,9 @@ from ..fileio import all_or_none, atomic_write, check_output_path, output_folder
 from ..ir.dims import symbol_sizes
 from ..ir.graph import Value
 from ..onnx_io import load_model
+from ..runtime import feeds
 from ..runtime.executor import Executor
-from . import feeds, options
+from . import options
 
 log = logging.getLogger(__name__)
 

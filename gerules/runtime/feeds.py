@@ -205,10 +205,13 @@ def random_feeds(inputs: Sequence[Value], shapes: Mapping[str, tuple[int, ...]],
     return feeds
 
 
-def random_array(rng: np.random.Generator, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+def random_array(rng: np.random.Generator, dtype: str, shape: tuple[int, ...],
+                 scale: float = 1.0) -> np.ndarray:
+    """Floats ~ N(0, scale), integers in ``[0, INT_HIGH)``, bools fair coins."""
     kind = np.dtype(dtype).kind
     if kind == "f":
-        return rng.standard_normal(shape).astype(dtype)
+        return (rng.standard_normal(shape) * scale).astype(dtype) if scale != 1.0 else \
+            rng.standard_normal(shape).astype(dtype)
     if kind == "b":
         return rng.random(shape) < 0.5
     return rng.integers(0, INT_HIGH, size=shape).astype(dtype)
