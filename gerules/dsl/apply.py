@@ -214,7 +214,7 @@ def emit(egraph: EGraph, p: Prepared, memo: dict[int, int] | None = None) -> int
     if p.kind == "class":
         cid = int(p.value)
     elif p.kind == "const":
-        cid = int(add_const(egraph, np.asarray(p.value)))
+        cid = int(add_const(egraph, p.value))
     elif p.kind == "absent":
         cid = int(egraph.add(ENode(ABSENT, (), ())))
     elif p.kind == "proj":

@@ -36,7 +36,8 @@ class _Env:
         for name, arr in graph.initializers.items():
             if name not in self.types:  # a graph input shadows its initializer (a default)
                 self.types[name] = TensorType(arr.dtype.name, tuple(int(d) for d in arr.shape))
-                self.consts[name] = arr
+                if isinstance(arr, np.ndarray):  # a deferred weight is never computed here
+                    self.consts[name] = arr
         self._fresh = itertools.count()
 
     def fresh(self, shape: Shape | None) -> Shape | None:

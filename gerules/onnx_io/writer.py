@@ -40,6 +40,7 @@ from ..ir.attrs import AttrValue
 from ..ir.graph import UNTYPED, Graph, Node, Value, captures
 from ..ir.infer import schema_for
 from ..ir.registry import MAX_OPSET, AttrKind, Registry, default_registry
+from ..ir.weights import materialize
 from .functions import function_protos
 from .read_functions import KIND_TYPES
 from .tensors import array_to_tensor
@@ -73,7 +74,8 @@ def _graph_proto(graph: Graph, registry: Registry, opset: Mapping[str, int],
         name=graph.name,
         inputs=[_value_info(v) for v in graph.inputs],
         outputs=[_value_info(v) for v in graph.outputs],
-        initializer=[array_to_tensor(a, name) for name, a in graph.initializers.items()],
+        initializer=[array_to_tensor(materialize(a), name)
+                     for name, a in graph.initializers.items()],
         value_info=[_value_info(v) for v in _intermediates(graph)],
     )
 

@@ -11,7 +11,9 @@ Conventions (the rule compiler, the lowering and the extraction all follow them)
   read through ``Proj{index}`` e-nodes; a node whose only used output is its first is lowered
   as a plain single-output e-node.
 - Class data, per analysis name: ``"shape"`` -> ``TensorType`` (``TupleType`` for tuple
-  classes, ``None`` when unknown); ``"const"`` -> ``np.ndarray`` or ``None``; ``"sym"`` ->
+  classes, ``None`` when unknown); ``"const"`` -> a weight or ``None``: an ``np.ndarray``,
+  or for a folded value over ``DEFER_BYTES`` a ``Deferred`` one (its type from inference,
+  computed only if the extracted graph keeps it; inference never sees its value); ``"sym"`` ->
   ``ir.symbolic.SymInts`` for small int tensors computed from shapes (dynamic dims kept as
   symbols, so a Reshape target built from ``Shape(x)`` still gives a known output type).
 - A ``TermContext`` (registry, opset, graph input types, folding policy) makes each e-graph a
@@ -32,6 +34,7 @@ from ..errors import GeError
 from ..ir.graph import TensorType
 from ..ir.registry import NONDETERMINISTIC, Call, OpSchema, Registry, default_registry
 from ..ir.symbolic import SYM_OPS, SymInts, of_array, sym_eval, sym_output_type
+from ..ir.weights import DEFER_BYTES, Deferred, Weight, materialize
 from .tensor import ConstTensor
 
 INPUT, CONST, PROJ, ABSENT = "Input", "Const", "Proj", "Absent"
@@ -155,7 +158,7 @@ class TermContext:
     def _infer_op(self, egraph: EGraph, enode: ENode) -> TensorType | TupleType | None:
         schema = self.schema(enode.op)
         types = [_tensor_type(egraph.data(c, SHAPE)) for c in enode.children]
-        consts = [egraph.data(c, VALUE) for c in enode.children]
+        consts = [_known(egraph.data(c, VALUE)) for c in enode.children]
         n = int(enode.get(OUTPUTS_ATTR, 1))
         call = self.call(enode, n)
         try:
@@ -176,7 +179,7 @@ class TermContext:
         """The symbolic value of a small int tensor (``ir.symbolic``), or ``None``."""
         op = enode.op
         if op == CONST:
-            return of_array(enode.get("value").array)
+            return of_array(_known(enode.get("value").array))
         if op in (INPUT, ABSENT, PROJ) or "." in op or enode.has(OUTPUTS_ATTR):
             return None
         if op not in SYM_OPS:
@@ -185,9 +188,10 @@ class TermContext:
         return sym_eval(op, self.call(enode, 1).attrs, self._child_syms(egraph, enode), types)
 
     def _child_syms(self, egraph: EGraph, enode: ENode) -> list[SymInts | None]:
-        return [egraph.data(c, SYM) or of_array(egraph.data(c, VALUE)) for c in enode.children]
+        return [egraph.data(c, SYM) or of_array(_known(egraph.data(c, VALUE)))
+                for c in enode.children]
 
-    def evaluate(self, egraph: EGraph, enode: ENode) -> np.ndarray | None:
+    def evaluate(self, egraph: EGraph, enode: ENode) -> Weight | None:
         op = enode.op
         if op == CONST:
             return enode.get("value").array  # type: ignore[no-any-return]
@@ -221,7 +225,7 @@ class TermContext:
             return None
         return np.asarray(out[0]) if out else None
 
-    def _evaluate_proj(self, egraph: EGraph, enode: ENode) -> np.ndarray | None:
+    def _evaluate_proj(self, egraph: EGraph, enode: ENode) -> Weight | None:
         index = int(enode.get("index"))
         for node in egraph.nodes(enode.children[0]):
             values = self._child_values(egraph, node)
@@ -230,8 +234,8 @@ class TermContext:
                 return outs[index] if outs and index < len(outs) else None
         return None
 
-    def _child_values(self, egraph: EGraph, enode: ENode) -> list[np.ndarray | None] | None:
-        values: list[np.ndarray | None] = []
+    def _child_values(self, egraph: EGraph, enode: ENode) -> list[Weight | None] | None:
+        values: list[Weight | None] = []
         for c in enode.children:
             if egraph.data(c, SHAPE) is None and any(n.op == ABSENT for n in egraph.nodes(c)):
                 values.append(None)
@@ -245,24 +249,51 @@ class TermContext:
             return None
         return values
 
-    def _run(self, enode: ENode, values: Sequence[np.ndarray | None], n: int
-             ) -> list[np.ndarray] | None:
+    def _run(self, enode: ENode, values: Sequence[Weight | None], n: int
+             ) -> list[Weight] | None:
         schema = self.schema(enode.op)
         budget = max(SMALL_FOLD_BYTES, sum(v.nbytes for v in values if v is not None))
+        call = self.call(enode, n)
         try:
             types = [None if v is None else TensorType(v.dtype.name, v.shape) for v in values]
-            out_types = schema.infer(types, list(values), self.call(enode, n))
+            out_types = schema.infer(types, [_known(v) for v in values], call)
             if any((t.nbytes() or MAX_FOLD_BYTES + 1) > min(budget, MAX_FOLD_BYTES)
                    for t in out_types):
                 return None  # Tile / Expand / ConstantOfShape never blow a model up
-            return [np.asarray(o) for o in schema.kernel(list(values), self.call(enode, n))]
+            if n == 1 and len(out_types) == 1 and _deferrable(out_types[0], enode):
+                return [_deferred(schema, call, out_types[0], values, enode)]
+            arrays = [None if v is None else materialize(v) for v in values]
+            return [np.asarray(o) for o in schema.kernel(arrays, call)]
         except (GeError, ValueError, TypeError, IndexError, KeyError, ArithmeticError,
                 AssertionError, RuntimeError, MemoryError):
             return None
 
     @staticmethod
-    def make_const(value: np.ndarray) -> ENode:
+    def make_const(value: Weight) -> ENode:
         return const_node(value)
+
+
+def _known(value: Weight | None) -> np.ndarray | None:
+    """A value inference may read: a deferred one is not computed for it."""
+    return None if isinstance(value, Deferred) else value
+
+
+def _deferrable(out: TensorType, enode: ENode) -> bool:
+    """A folded output worth deferring: static, over ``DEFER_BYTES``, and a node whose
+    attributes name it fully (no tensor attributes)."""
+    size = out.nbytes()
+    return (size is not None and size > DEFER_BYTES
+            and not any(isinstance(v, ConstTensor) for _, v in enode.attrs))
+
+
+def _deferred(schema: OpSchema, call: Call, out: TensorType, values: Sequence[Weight | None],
+              enode: ENode) -> Deferred:
+    def compute(*arrays: np.ndarray | None) -> np.ndarray:
+        return np.asarray(schema.kernel(list(arrays), call)[0])
+
+    assert out.shape is not None
+    label = f"{enode.op}{dict(enode.attrs)!r}"
+    return Deferred(out.dtype, [int(d) for d in out.shape], compute, values, label)
 
 
 class _SymAnalysis:
@@ -285,7 +316,7 @@ class _SymAnalysis:
         return None
 
 
-def const_node(value: np.ndarray) -> ENode:
+def const_node(value: Weight) -> ENode:
     return ENode(CONST, (("value", ConstTensor(value)),), ())
 
 
@@ -328,12 +359,12 @@ def class_type(egraph: EGraph, cid: int) -> TensorType | TupleType | None:
     return egraph.data(cid, SHAPE)  # type: ignore[no-any-return]
 
 
-def class_value(egraph: EGraph, cid: int) -> np.ndarray | None:
+def class_value(egraph: EGraph, cid: int) -> Weight | None:
     return egraph.data(cid, VALUE)  # type: ignore[no-any-return]
 
 
-def add_const(egraph: EGraph, value: np.ndarray) -> int:
-    return egraph.add(const_node(np.asarray(value)))
+def add_const(egraph: EGraph, value: Weight) -> int:
+    return egraph.add(const_node(value if isinstance(value, Deferred) else np.asarray(value)))
 
 
 def add_op(egraph: EGraph, op: str, children: Sequence[int],
