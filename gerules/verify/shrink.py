@@ -8,9 +8,10 @@ Moves, in order, repeated while one helps:
 
 1. dims: every axis of one size ``d`` (across the graph's inputs and float constants) cut to
    1, ``d // 2`` or ``d - 1`` at once, so a dim that operands share stays shared; then one
-   axis of one array at a time (a broadcast operand alone);
-2. values: one float array (an input or a constant) made all zeros, all ones, rounded to
-   integers or to one decimal; then, for small arrays, one element at a time set to 0, 1
+   axis of one array at a time (a broadcast operand alone); then the leading axis of size 1
+   of every array of the largest rank dropped (broadcasting stays as it was);
+2. values: one float array (an input or a constant) made all zeros, all ones, positive,
+   rounded to integers or to one decimal; then, for small arrays, one element at a time set to 0, 1
    or rounded.
 
 A candidate counts only when it is still a valid graph (shape inference accepts it; integer
@@ -55,13 +56,14 @@ Fails = Callable[[Case], bool]
 
 
 def shrink(case: Case, fails: Fails, registry: Registry | None = None,
-           budget: int = BUDGET) -> tuple[Case, int]:
-    """The smallest case found that still ``fails``, and how many moves were kept."""
+           budget: int = BUDGET, *, values: bool = True) -> tuple[Case, int]:
+    """The smallest case found that still ``fails``, and how many moves were kept;
+    ``values=False`` shrinks dims only (a failure of types, not of values)."""
     tries, kept = 0, 0
     progress = True
     while progress and tries < budget:
         progress = False
-        for candidate in _moves(case):
+        for candidate in _moves(case, values):
             if tries >= budget:
                 break
             rebuilt = _rebuild(candidate, registry)
@@ -74,7 +76,7 @@ def shrink(case: Case, fails: Fails, registry: Registry | None = None,
     return case, kept
 
 
-def _moves(case: Case) -> Iterator[Case]:
+def _moves(case: Case, values: bool) -> Iterator[Case]:
     arrays = _float_arrays(case)
     for d in sorted({d for a in arrays.values() for d in a.shape if d > 1}, reverse=True):
         for smaller in sorted({1, d // 2, d - 1}):
@@ -83,8 +85,15 @@ def _moves(case: Case) -> Iterator[Case]:
         for axis, d in enumerate(a.shape):
             if d > 1:
                 yield _with(case, {name: _cut(a, d, 1, axis)})
+    top = max((a.ndim for a in arrays.values()), default=0)
+    widest = {k: a for k, a in arrays.items() if a.ndim == top}
+    if top >= 2 and all(a.shape[0] == 1 for a in widest.values()):
+        yield _with(case, {k: a[0] for k, a in widest.items()})
+    if not values:
+        return
     for name, a in arrays.items():
-        for simpler in (np.zeros_like(a), np.ones_like(a), np.round(a), np.round(a, 1)):
+        for simpler in (np.zeros_like(a), np.ones_like(a), np.abs(a), np.round(a),
+                        np.round(a, 1)):
             if not _same(simpler, a):
                 yield _with(case, {name: simpler})
     for name, a in arrays.items():

@@ -65,11 +65,13 @@ log = logging.getLogger(__name__)
 VERIFIED, COUNTEREXAMPLE, NO_INSTANCE, ERROR = ("verified", "counterexample", "no instance",
                                                 "error")
 MIN_EXAMPLES = 2  # instances per variant of a rule over an op class
-# (probe, float dtype) per attempt, in turn: every probe in float32 and float16 within ten
-# attempts, the values probe three times, twice in float16 (where overflow happens).
-SCHEDULE = (("", "float32"), (SHAPE, "float32"), (VALUES, "float16"), (GUARDS, "float32"),
-            (LAYOUT, "float32"), (VALUES, "float32"), (SHAPE, "float64"), (VALUES, "float16"),
-            (GUARDS, "float16"), (LAYOUT, "float16"))
+# (probe, float dtype, theme) per attempt, in turn: every probe in float32 and float16
+# within ten attempts; the values probe three times: large magnitudes in float16 (where
+# they overflow), zeros (and zero epsilons), and both mixed.
+SCHEDULE = (("", "float32", ""), (SHAPE, "float32", ""), (VALUES, "float16", "big"),
+            (GUARDS, "float32", ""), (LAYOUT, "float32", ""), (VALUES, "float32", "zero"),
+            (SHAPE, "float64", ""), (VALUES, "float16", ""), (GUARDS, "float16", ""),
+            (LAYOUT, "float16", ""))
 SHORT = {v: k for k, v in DTYPE_NAMES.items()}  # float32 -> f32
 SHOWN_VALUES = 8  # constants shown by value in an @example template
 VACUOUS = "every output compared was infinite or NaN"
@@ -182,19 +184,18 @@ def _verify_direction(rule: CompiledRule, rewrite: Rewrite, direction: Direction
                 continue
             assert instance is not None
             applied = apply_rewrite(instance.graph, rewrite, registry)
-            if applied.error:
-                _fail(result, rule, rewrite, registry, Case(instance.graph, {}),
-                      Comparison(applied.error), seed, settings.shrink, typing=True)
+            rng = np.random.default_rng([seed, attempt, 1])
+            if applied.error:  # (inputs only to give the shrinker their shapes)
+                _fail(result, rule, rewrite, registry, Case(instance.graph, _feeds(
+                    instance, rng)), Comparison(applied.error), seed, settings.shrink, True)
                 return
             if not applied.fired:
                 result.rejections[applied.reason] += 1
                 blockers[found.blocker or applied.reason] += 1
                 continue
             assert applied.graph is not None
-            rng = np.random.default_rng([seed, attempt, 1])
-            edge = draw().probe == VALUES
             failed, why = _runs(rule.contract, instance, applied.graph, rng, settings.runs,
-                                edge)
+                                draw())
             if failed is not None:
                 _fail(result, rule, rewrite, registry, failed, why, seed, settings.shrink)
                 return
@@ -219,19 +220,20 @@ def _draw(seed: int, attempt: int, hinted: Sequence[str] = ()) -> Draw:
     ``SCHEDULE``, a dtype the guards name (``dtype(x) == f16``) in three attempts out of
     four instead."""
     rng = np.random.default_rng([seed, attempt])
-    probe, dtype = SCHEDULE[attempt % len(SCHEDULE)]
+    probe, dtype, theme = SCHEDULE[attempt % len(SCHEDULE)]
     if hinted and attempt % 4:
         dtype = hinted[attempt % len(hinted)]
-    return Draw(rng, dtype, size=2 + (attempt // 8) % 4, probe=probe)
+    return Draw(rng, dtype, size=2 + (attempt // 8) % 4, probe=probe, theme=theme)
 
 
 def _runs(contract: Contract, instance: Instance, rhs: Graph, rng: np.random.Generator,
-          runs: int, edge: bool) -> tuple[Case | None, Comparison]:
-    """``runs`` inputs through both sides: the failing case and its comparison, or
-    ``None`` and what the runs showed (finite elements compared, or why none were)."""
+          runs: int, draw: Draw) -> tuple[Case | None, Comparison]:
+    """``runs`` inputs (edge values in a ``values`` probe) through both sides: the failing
+    case and its comparison, or ``None`` and what the runs showed (finite elements
+    compared, or why none were)."""
     finite, skipped = False, ""
     for _ in range(runs):
-        feeds = _feeds(instance, rng, edge)
+        feeds = _feeds(instance, rng, draw.probe == VALUES, draw.theme)
         c = sides(contract, instance.graph, rhs, feeds)
         if c.problem:
             return Case(instance.graph, feeds), c
@@ -240,15 +242,15 @@ def _runs(contract: Contract, instance: Instance, rhs: Graph, rng: np.random.Gen
     return None, Comparison(finite=finite, skipped="" if finite else skipped)
 
 
-def _feeds(instance: Instance, rng: np.random.Generator, edge: bool = False
-           ) -> dict[str, np.ndarray]:
+def _feeds(instance: Instance, rng: np.random.Generator, edge: bool = False,
+           theme: str = "") -> dict[str, np.ndarray]:
     """Inputs drawn as the instance's were: N(0, 1), or the positive range a sampler names;
     ``edge`` mixes in zeros, range ends and large magnitudes (``instances.values``)."""
     feeds = {}
     for v in instance.graph.inputs:
         shape = tuple(int(d) for d in v.shape or ())
         lo, hi = instance.samplers.get(v.name) or (None, None)
-        feeds[v.name] = values(rng, shape, v.dtype, lo, hi, edge=edge)
+        feeds[v.name] = values(rng, shape, v.dtype, lo, hi, edge=edge, theme=theme)
     return feeds
 
 
@@ -263,7 +265,7 @@ def _fail(result: RuleResult, rule: CompiledRule, rewrite: Rewrite, registry: Re
     kept = 0
     if shrinking:
         case, kept = shrink(case, partial(_still_fails, rule.contract, rewrite, registry,
-                                          typing), registry)
+                                          typing), registry, values=not typing)
     rhs, why = _again(rule.contract, rewrite, registry, case, why, typing)
     result.status = COUNTEREXAMPLE
     result.detail = counterexample_text(case.graph, rhs, why.problem, why.mismatch,

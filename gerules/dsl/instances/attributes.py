@@ -68,6 +68,8 @@ def sample_attrs(op: str, draw: Draw, x: Operand | None) -> dict[str, Any]:
     """Attributes the pattern does not fix, drawn to expose mistakes (see the module doc)."""
     rank = x.value.ndim if x is not None and x.value is not None else 0
     eps = draw.pick([1e-5, 1e-3, 0.1, 0.5, *([0.0] if draw.probe == VALUES else [])])
+    if draw.probe == VALUES and draw.theme == "zero":
+        eps = 0.0
     table: dict[str, Callable[[], dict[str, Any]]] = {
         "Conv": lambda: _conv_attrs(draw, x),
         "MaxPool": lambda: _pool_attrs("MaxPool", draw, x),

@@ -58,10 +58,13 @@ PROBES = ("", SHAPE, LAYOUT, VALUES, GUARDS)  # "": a typical draw
 # activations this large overflow nothing a rule commonly holds.
 LARGE = {"float16": 2.0**10}
 LARGE_ELSE = 2.0**20
-# A ``values`` probe's tensor: all zeros, all large, or these shares of zeros, range ends
-# and large magnitudes mixed into ordinary values.
-ALL_ZERO, ALL_BIG = 0.15, 0.3
-ZERO, END, BIG = 0.2, 0.1, 0.35
+# A ``values`` probe's tensor: all zeros, all large, or zeros, range ends and large
+# magnitudes mixed into ordinary values. A ``theme`` leans one way; per theme: the shares of
+# all-zero and all-large tensors, then of zeros and large magnitudes among mixed elements
+# (``attributes``: the "zero" theme's epsilons are 0).
+THEMES = {"": (0.15, 0.3, 0.2, 0.35), "zero": (0.35, 0.0, 0.4, 0.0),
+          "big": (0.05, 0.6, 0.1, 0.5)}
+END = 0.1  # range ends among mixed elements
 
 
 @dataclass
@@ -75,6 +78,7 @@ class Draw:
     probe: str = ""  # one of PROBES
     memo: dict[str, Any] = field(default_factory=dict)  # per-op state (a Slice's spec)
     tie: int = 0  # the one dim of a ``layout`` probe (drawn on first use)
+    theme: str = ""  # a ``values`` probe's leaning (THEMES): "zero", "big" or mixed
 
     @property
     def edge(self) -> bool:
@@ -109,17 +113,19 @@ class Draw:
 
     def floats(self, shape: Sequence[int], lo: float | None = None, hi: float | None = None
                ) -> np.ndarray:
-        return values(self.rng, shape, self.dtype, lo, hi, edge=self.probe == VALUES)
+        return values(self.rng, shape, self.dtype, lo, hi, edge=self.probe == VALUES,
+                      theme=self.theme)
 
 
 def values(rng: np.random.Generator, shape: Sequence[int], dtype: str,
-           lo: float | None = None, hi: float | None = None, *, edge: bool = False
-           ) -> np.ndarray:
+           lo: float | None = None, hi: float | None = None, *, edge: bool = False,
+           theme: str = "") -> np.ndarray:
     """Floats of ``shape``: N(0, 1), or uniform in ``[lo, hi]``. ``edge``: all zeros, all
     large magnitudes (log-uniform up to ``LARGE``, either sign unless the range is
     non-negative), or zeros, the range's ends and large magnitudes mixed in, so overflow in
-    the dtype, division by zero and ties show. The one value generator of instances:
-    constants (``Draw.floats``) and the verifier's inputs."""
+    the dtype, division by zero and ties show; ``theme`` picks the shares (``THEMES``). The
+    one value generator of instances: constants (``Draw.floats``) and the verifier's
+    inputs."""
     shape = tuple(shape)
     ranged = lo is not None and hi is not None
     drawn = rng.uniform(lo or 0.0, hi or 0.0, size=shape) if ranged else \
@@ -127,16 +133,17 @@ def values(rng: np.random.Generator, shape: Sequence[int], dtype: str,
     if edge and drawn.size:
         style = rng.random()
         u = rng.random(shape)
-        if style < ALL_ZERO + ALL_BIG:  # one kind of edge for the whole tensor
-            u = np.full(shape, 0.0 if style < ALL_ZERO else 1.0)
+        zeros, bigs, zero, big_share = THEMES[theme]
+        if style < zeros + bigs:  # one kind of edge for the whole tensor
+            u = np.full(shape, 0.0 if style < zeros else 1.0)
         top = np.log(LARGE.get(np.dtype(dtype).name, LARGE_ELSE))
         big = np.exp(rng.uniform(0.0, top, shape))
         if not (ranged and (lo or 0.0) >= 0):
             big = np.where(rng.random(shape) < 0.5, -big, big)
         ends = rng.choice(np.array([lo, hi], dtype=np.float64), shape) if ranged else drawn
-        drawn = np.where(u < ZERO, 0.0, drawn)
-        drawn = np.where((u >= ZERO) & (u < ZERO + END), ends, drawn)
-        drawn = np.where(u >= 1.0 - BIG, big, drawn)
+        drawn = np.where(u < zero, 0.0, drawn)
+        drawn = np.where((u >= zero) & (u < zero + END), ends, drawn)
+        drawn = np.where(u >= 1.0 - big_share if big_share else u > 1.0, big, drawn)
     return np.asarray(drawn).astype(dtype)
 
 

@@ -96,7 +96,7 @@ class InstanceEnv:
             return Tensor(name, o.type, o.value if o.const else None)
         if name in self.instance.attrs:
             return self.instance.attrs[name]
-        raise EvalError(f"{name} is not bound in this instance")
+        raise KeyError(name)  # the evaluator then reads a built-in constant (pi, f16, inf)
 
     def node_attr(self, binder: str, attr: str) -> Any:
         node = self.instance.nodes.get(binder)
