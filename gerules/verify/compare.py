@@ -105,7 +105,8 @@ def sides(contract: Contract, lhs: Graph, rhs: Graph, feeds: Feeds) -> Compariso
         if where and contract.overflow == "avoided":
             return Comparison(skipped=f"the left side overflows: {where}")
         note = f"the left side first makes an infinity or NaN at {where}" if where else ""
-        return Comparison("the two sides differ", mismatch, tol, finite, note=note)
+        which = f" in output {name}" if len(lhs.outputs) > 1 else ""
+        return Comparison(f"the two sides differ{which}", mismatch, tol, finite, note=note)
     return Comparison(finite=finite)
 
 

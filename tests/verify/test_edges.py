@@ -28,7 +28,8 @@ from gerules.verify import (
 )
 
 EDGES = Path(__file__).parent / "fixtures" / "edges.ger"
-WRONG = ["div_mul_overflow", "gelu_tanh_loose_guard", "conv_add_bias_any_axis"]
+WRONG = ["div_mul_overflow", "gelu_tanh_loose_guard", "conv_add_bias_any_axis",
+         "second_projection_wrong"]
 RIGHT = ["div_mul_overflow_avoided", "relu_idempotent", "relu_of_top_k"]
 
 
@@ -54,6 +55,10 @@ def test_wrong_only_at_an_edge_is_caught_at_the_defaults(
 def test_right_at_the_edges_verifies(name: str, results: dict[str, RuleResult]) -> None:
     r = results[name]
     assert r.status == VERIFIED and r.examples == 10, r.detail
+
+
+def test_every_output_is_compared(results: dict[str, RuleResult]) -> None:
+    assert "the two sides differ in output %out1" in results["second_projection_wrong"].detail
 
 
 def test_overflow_is_shown_and_shrunk_to_one_element(results: dict[str, RuleResult]) -> None:
