@@ -47,7 +47,8 @@ class Mutant:
 
 
 IR = ("tests/ir",)
-SHIPPED = ("tests/verify/test_shipped_rules.py",)  # CI's verification of the shipped library
+SHIPPED = ("tests/verify/test_shipped_rules.py",  # CI's verification of the shipped library
+           "tests/verify/test_regressions.py")  # and the counterexamples it found before
 VERIFY = ("import sys; from gerules.cli.main import main; "
           "sys.exit(main(['rules', 'verify']))")
 MUTANTS = (
@@ -195,6 +196,9 @@ MUTANTS = (
         ("vacuous-comparison-counts", "gerules/verify/verifier.py",
          "if why.skipped or not why.finite:", "if why.skipped:",
          "an instance whose outputs are all infinite counts"),
+        ("any-difference-is-rounding", "gerules/verify/compare.py",
+         "if not infinite and _rounds_less(lhs, feeds, name, expected, actual, tol):",
+         "if not infinite:", "every finite difference taken for rounding"),
         ("overflow-is-no-value", "gerules/verify/compare.py",
          "top = float(np.finfo(a.dtype).max) / EDGE_OF_RANGE", "top = 0.0",
          "an infinity equals any finite value of its sign"),
