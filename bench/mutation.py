@@ -225,9 +225,10 @@ MUTANTS = (
 )
 
 
-def scratch_copy(dest: Path) -> Path:
-    """The committed tree of the repository, unpacked into ``dest``, with package links."""
-    archive = subprocess.run(["git", "archive", "--format=tar", "HEAD"], cwd=ROOT,
+def scratch_copy(dest: Path, ref: str = "HEAD") -> Path:
+    """The committed tree of the repository (at ``ref``), unpacked into ``dest``, with
+    package links."""
+    archive = subprocess.run(["git", "archive", "--format=tar", ref], cwd=ROOT,
                              capture_output=True, check=True).stdout
     tar = dest / "head.tar"
     tar.write_bytes(archive)
@@ -273,7 +274,8 @@ def run_mutant(repo: Path, m: Mutant, timeout: float) -> dict[str, object]:
                 killed_by.append("rules verify")
                 lines = (proc.stdout + proc.stderr).splitlines()
                 first = next((ln for ln in lines if ": counterexample" in ln or ": no instance"
-                              in ln or ": error" in ln or "error" in ln), "")
+                              in ln or ": error" in ln), "") or next(
+                    (ln for ln in proc.stderr.splitlines() if ln.strip()), "")
         proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p",
                                "no:cacheprovider", *m.checks], cwd=repo, env=_env(repo),
                               capture_output=True, text=True, timeout=timeout)
