@@ -9,8 +9,9 @@ Invariants:
   unary math built-ins), elementwise; tuples and tensors become arrays first; on two plain
   numbers it is Python's. A result over ``ir.weights.DEFER_BYTES`` (a folded weight,
   ``w * bcast(s, rank(w), axis=0)``) is a ``Deferred`` constant: its type now, its values
-  computed by the same kernel when the ``.om`` is written, and only if it is kept. Anything
-  but arithmetic that reads a deferred value computes it. ``==`` and
+  computed by the same kernel when the ``.om`` is written, if it is kept. Anything but
+  arithmetic that reads a deferred value (a guard such as ``all(abs(w2) < inf)``) computes it
+  then and drops it. ``==`` and
   ``!=`` between two non-array values compare whole values (``shape(a) == shape(b)`` is a
   bool); with an array on either side they are elementwise. An element type equals its
   ONNX code (``f32 == 1``), so Cast's ``to`` attribute compares with ``f32``.

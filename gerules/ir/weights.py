@@ -19,8 +19,9 @@ Invariants:
   ``compute(*operands)``, computed only when its bytes are needed. ``materialize`` computes
   it afresh each time (nothing is kept), checks the result against the declared ``dtype``
   and ``shape`` (which its maker took from the registry's inference), and releases the mapped
-  operands it read. So a folded weight the extracted graph never uses is never computed, and
-  the ``.om`` writer computes each deferred weight when it writes it. ``label`` names the
+  operands it read. So a folded weight is held only while something reads its values (a
+  rule's guard, which drops it again) and the ``.om`` writer computes each deferred weight
+  the extracted graph keeps when it writes it. ``label`` names the
   computation (op and attributes): two deferred constants with the same label and the same
   operands (``same``) are the same constant.
 - ``np.asarray(deferred)`` materializes it (``__array__``), so code that needs values works
@@ -34,6 +35,7 @@ import hashlib
 import mmap
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any, Union
 
 import numpy as np
@@ -213,8 +215,17 @@ def fingerprint(weight: Weight) -> Fingerprint:
 def _sample(array: np.ndarray) -> Fingerprint:
     flat = array.reshape(-1)
     if flat.size > FINGERPRINT_SAMPLES:
-        flat = flat[np.linspace(0, flat.size - 1, FINGERPRINT_SAMPLES).astype(np.intp)]
+        flat = flat[_sample_at(flat.size)]
     return array.dtype.str, tuple(array.shape), np.ascontiguousarray(flat).tobytes()
+
+
+@lru_cache(maxsize=4096)
+def _sample_at(size: int) -> np.ndarray:
+    """The ``FINGERPRINT_SAMPLES`` evenly spaced positions in ``size`` elements (a model's
+    weights come in few sizes)."""
+    at = np.linspace(0, size - 1, FINGERPRINT_SAMPLES).astype(np.intp)
+    at.setflags(write=False)
+    return at
 
 
 def unique_arrays(arrays: Iterable[Weight]) -> tuple[list[Weight], dict[int, int]]:

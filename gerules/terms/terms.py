@@ -13,7 +13,8 @@ Conventions (the rule compiler, the lowering and the extraction all follow them)
 - Class data, per analysis name: ``"shape"`` -> ``TensorType`` (``TupleType`` for tuple
   classes, ``None`` when unknown); ``"const"`` -> a weight or ``None``: an ``np.ndarray``,
   or for a folded value over ``DEFER_BYTES`` a ``Deferred`` one (its type from inference,
-  computed only if the extracted graph keeps it; inference never sees its value); ``"sym"`` ->
+  computed when a guard reads it or the extracted graph keeps it; inference never sees its
+  value); ``"sym"`` ->
   ``ir.symbolic.SymInts`` for small int tensors computed from shapes (dynamic dims kept as
   symbols, so a Reshape target built from ``Shape(x)`` still gives a known output type).
 - A ``TermContext`` (registry, opset, graph input types, folding policy) makes each e-graph a
