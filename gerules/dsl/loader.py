@@ -147,7 +147,9 @@ class _Loader:
             return
         self.done.add(real)
         shipped = real.is_relative_to(self.root)
-        parsed = _parse(read_source(path, display, opened_at), display, shipped)
+        parsed = _parse(read_source(path, display, opened_at,
+                                    self.roots if opened_at is not None else None),
+                        display, shipped)
         for inc in (i for i in parsed.items if isinstance(i, ast.Include)):
             try:
                 target, shown = resolve_include(inc, path, display)
