@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import GeError, KernelError, ModelError
-from ..ir.graph import Graph, Node, Value
+from ..ir.graph import Graph, Node, TensorType, Value
 from ..ir.infer import schema_for
 from ..ir.registry import Call, KernelFn, Registry, default_registry
 
@@ -47,7 +47,8 @@ class Executor:
         for k, node in enumerate(graph.nodes):
             schema = schema_for(node, graph, registry)
             try:
-                call = schema.call(node.attrs, len(node.outputs), node.label)
+                call = schema.call(node.attrs, len(node.outputs), node.label,
+                                   input_types(node, graph))
             except GeError as e:
                 raise e.with_place(node=node.label, op=node.qualified_op)
             free = tuple(n for n in dict.fromkeys(node.present_inputs())
@@ -63,6 +64,12 @@ class Executor:
             for name in step.free_after:
                 env.pop(name, None)
         return {name: env[name] for name in self.graph.output_names}
+
+
+def input_types(node: Node, graph: Graph) -> tuple[TensorType | None, ...]:
+    """The types of a node's operands, for its ``Call`` (kernels of ops that run on blocked
+    formats read them)."""
+    return tuple(graph.type_of(i) if i else None for i in node.inputs)
 
 
 @contextmanager
@@ -113,17 +120,28 @@ def check_feeds(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.n
 def _check_one(v: Value, arr: np.ndarray, bound: dict[str, int]) -> None:
     if arr.dtype.name != v.dtype:
         raise ModelError(f"expects {v.dtype}, got {arr.dtype.name}", tensor=v.name)
-    if v.shape is None:
+    shape = v.type.physical_shape  # a formatted input (NHWC) is fed in its layout
+    if shape is None:
         return
-    if arr.ndim != len(v.shape):
-        raise ModelError(f"expects shape {v.type}, got {list(arr.shape)}", tensor=v.name)
-    for want, got in zip(v.shape, arr.shape, strict=True):
+    if arr.ndim != len(shape):
+        raise ModelError(f"expects shape {_described(v)}, got {list(arr.shape)}",
+                         tensor=v.name)
+    for want, got in zip(shape, arr.shape, strict=True):
         if isinstance(want, int) and want != got:
-            raise ModelError(f"expects shape {v.type}, got {list(arr.shape)}", tensor=v.name)
+            raise ModelError(f"expects shape {_described(v)}, got {list(arr.shape)}",
+                             tensor=v.name)
         if isinstance(want, str):
             if bound.setdefault(want, got) != got:
                 raise ModelError(f"dim '{want}' is {bound[want]} elsewhere but {got} here",
                                  tensor=v.name)
+
+
+def _described(v: Value) -> str:
+    """A feed's expected type as the caller must shape it (physical dims for a layout)."""
+    t = v.type
+    if t.format == "ND" or t.shape is None:
+        return str(t)
+    return f"{t.dtype}[{','.join(str(d) for d in t.physical_shape or ())}] ({t.format_name})"
 
 
 def run_graph(graph: Graph, feeds: Mapping[str, np.ndarray],

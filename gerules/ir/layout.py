@@ -1,0 +1,253 @@
+"""Which formats an op takes and gives: the format rules of the op registry.
+
+Every ``OpSchema`` has a format rule (``OpSchema.formats``; ``ir.formats`` defines the
+formats). The registry wraps the op's inference with it, so every caller of ``infer`` (graph
+inference, the e-graph's shape analysis, rule checking) sees the same decision:
+
+- ``PLAIN`` (the default): every operand plain (``ND``/``NCHW``), outputs plain. Reshape,
+  Transpose, Softmax, Concat and every op that reads positions take only plain tensors.
+- ``ELEMENTWISE`` (the default of ops with the elementwise trait): the operands share one
+  format, which the outputs get. An operand in a blocked format must have the output's rank
+  and its blocked dims (a 5-D activation's channel, a fractal matrix's last two dims), so
+  broadcasting never reaches into padding; a plain operand must be a single number. The
+  kernel needs no change: elementwise arithmetic on the physical arrays is exact, and the
+  padding only ever computes into padding.
+- ``native(...)``: an op that runs on blocked formats (the cube ops in NC1HWC0 / FRACTAL_Z /
+  FRACTAL_NZ, pooling and reductions in NC1HWC0, LayerNorm in FRACTAL_NZ): per input port
+  the formats it takes, and which input's format the outputs follow. Its kernel is wrapped
+  to convert the formatted operands to plain arrays (``formats.from_format``, padding
+  dropped), run the plain kernel and convert the outputs back: exact by construction, so a
+  native form is right whatever the layout (the NumPy kernels convert inside; an NPU
+  computes on the blocks directly, and the cost model prices it so).
+- ``TRANSFER``: TransData alone changes formats (its kernel converts itself).
+
+Kernels of native ops read the logical types of their operands from ``Call.types`` (the
+runtime, the executor, graph inference and the e-graph's folding pass them); a call without
+types means every operand is plain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from ..errors import ShapeError
+from . import formats as F
+from .graph import TensorType
+
+if TYPE_CHECKING:
+    from .registry import Call, InferFn, KernelFn, KernelOutFn
+
+Types = Sequence["TensorType | None"]
+Kind = Literal["plain", "elementwise", "native", "transfer"]
+
+
+@dataclass(frozen=True, slots=True)
+class FormatRule:
+    """What formats an op's operands may be in and which format its outputs take.
+
+    ``ports[i]`` are the blocked formats input ``i`` takes besides plain (the last entry
+    repeats for later inputs); ``follow`` is the input whose format the outputs take
+    (``out`` maps it when the output's format differs, ``NC1HWC0_C04`` giving ``NC1HWC0``);
+    ``when`` may refuse a blocked form for reasons of attributes (a pooling's padding, a
+    reduction's axes): it returns why, or ``None``.
+    """
+
+    kind: Kind
+    ports: tuple[frozenset[str], ...] = ()
+    follow: int = 0
+    out: tuple[tuple[str, str], ...] = ()
+    when: Callable[[Types, Call], str | None] | None = None
+
+    @property
+    def converts(self) -> bool:
+        """True when the kernel must see plain arrays (native ops)."""
+        return self.kind == "native"
+
+    def takes(self, index: int) -> frozenset[str]:
+        if not self.ports:
+            return frozenset()
+        return self.ports[min(index, len(self.ports) - 1)]
+
+    def output_formats(self, types: Types, outs: Sequence[TensorType], call: Call
+                       ) -> tuple[str, ...]:
+        """The format of every output, or ``ShapeError`` when the operands' formats are not
+        accepted."""
+        if self.kind == "plain":
+            return _plain(types, outs, call)
+        if self.kind == "elementwise":
+            return _elementwise(types, outs)
+        if self.kind == "transfer":
+            return tuple(t.format for t in outs)  # TransData's inference decides
+        return self._native(types, outs, call)
+
+    def _native(self, types: Types, outs: Sequence[TensorType], call: Call) -> tuple[str, ...]:
+        for i, t in enumerate(types):
+            if t is not None and t.format != F.ND and t.format not in self.takes(i):
+                raise ShapeError(f"input {i} in format {t.format} is not taken here "
+                                 f"(takes plain{_list(self.takes(i))})")
+        lead = types[self.follow] if self.follow < len(types) else None
+        fmt = F.ND if lead is None else lead.format
+        if fmt != F.ND and self.when is not None:
+            why = self.when(types, call)
+            if why:
+                raise ShapeError(why)
+        fmt = dict(self.out).get(fmt, fmt)
+        for t in outs:
+            F.check_hold(fmt, t.shape)
+        return tuple(fmt for _ in outs)
+
+
+def _list(fmts: frozenset[str]) -> str:
+    return "".join(f", {f}" for f in sorted(fmts))
+
+
+def _plain(types: Types, outs: Sequence[TensorType], call: Call) -> tuple[str, ...]:
+    for i, t in enumerate(types):
+        if t is not None and t.format != F.ND:
+            raise ShapeError(f"takes plain (ND/NCHW) tensors; input {i} is in format "
+                             f"{t.format} (a TransData to {F.name(F.ND, t.rank)} first)")
+    return tuple(F.ND for _ in outs)
+
+
+def _elementwise(types: Types, outs: Sequence[TensorType]) -> tuple[str, ...]:
+    fmts = {t.format for t in types if t is not None and t.format != F.ND}
+    if not fmts:
+        return tuple(F.ND for _ in outs)
+    if len(fmts) > 1:
+        raise ShapeError(f"operands in different formats {sorted(fmts)}")
+    fmt = fmts.pop()
+    out = outs[0].shape if outs else None
+    for i, t in enumerate(types):
+        if t is None:
+            continue
+        if t.format == F.ND:
+            if t.numel() != 1:
+                raise ShapeError(f"input {i} is plain {t} beside a {fmt} operand: only a "
+                                 "single number broadcasts into a blocked format")
+            continue
+        if out is None or t.shape is None or len(t.shape) != len(out):
+            raise ShapeError(f"input {i} {t} must have the output's rank in format {fmt}")
+        for axis in F.blocked_dims(fmt, len(out)):
+            if t.shape[axis] != out[axis]:
+                raise ShapeError(f"input {i} {t} broadcasts along dim {axis}, which format "
+                                 f"{fmt} blocks")
+    for t in outs:
+        F.check_hold(fmt, t.shape)
+    return tuple(fmt for _ in outs)
+
+
+PLAIN = FormatRule("plain")
+ELEMENTWISE = FormatRule("elementwise")
+TRANSFER = FormatRule("transfer")
+
+
+def native(*ports: str | Sequence[str], follow: int = 0, out: dict[str, str] | None = None,
+           when: Callable[[Types, Call], str | None] | None = None) -> FormatRule:
+    """A rule for an op that runs on blocked formats: ``ports[i]`` the formats input ``i``
+    takes besides plain (a string or a list; the last repeats)."""
+    sets = tuple(frozenset([p] if isinstance(p, str) else p) - {""} for p in ports)
+    return FormatRule("native", sets, follow, tuple((out or {}).items()), when)
+
+
+def one_output(types: Types, call: Call) -> str | None:
+    """A ``when`` for ops whose extra outputs (indices, statistics) stay plain."""
+    return None if call.num_outputs <= 1 else "only its first output runs in a blocked format"
+
+
+def last_axis(types: Types, call: Call) -> str | None:
+    """A ``when`` for normalizations over the last axis only (FRACTAL_NZ keeps rows apart)."""
+    x = types[0] if types else None
+    axis = int(call.attrs.get("axis", -1) or 0)  # type: ignore[arg-type]
+    rank = x.rank if x is not None else None
+    if rank is None or axis not in (-1, rank - 1):
+        return "normalizes over more than the last axis"
+    return one_output(types, call)
+
+
+# The shared rules of the shipped ops.
+CONV = native((F.NC1HWC0, F.NC1HWC0_C04), (F.FRACTAL_Z, F.FRACTAL_Z_C04), "", F.NC1HWC0,
+              out={F.NC1HWC0_C04: F.NC1HWC0})
+MATMUL = native(F.FRACTAL_NZ)
+POOL = native(F.NC1HWC0, when=one_output)
+NORM_LAST = native(F.FRACTAL_NZ, F.FRACTAL_NZ, "", when=last_axis)
+
+
+# ----------------------------------------------------------------------------- wrappers
+
+
+def wrap_infer(infer: InferFn, rule: FormatRule) -> InferFn:
+    """``infer`` with the rule applied: operands checked, outputs given their formats."""
+
+    def run(types: Types, consts: Sequence[np.ndarray | None], call: Call
+            ) -> Sequence[TensorType]:
+        outs = list(infer(types, consts, call))
+        if rule.kind != "transfer" and all(t is None or t.format == F.ND for t in types) and all(
+                t.format == F.ND for t in outs):
+            return outs  # the common case: all plain, nothing to decide
+        fmts = rule.output_formats(types, outs, call)
+        return [t.with_format(f) for t, f in zip(outs, fmts, strict=False)]
+
+    run.layout_rule = rule  # type: ignore[attr-defined]
+    return run
+
+
+def _formatted(call: Call) -> bool:
+    return any(t is not None and t.format != F.ND for t in call.types)
+
+
+def plain_inputs(inputs: Sequence[np.ndarray | None], call: Call) -> list[np.ndarray | None]:
+    """The operands as plain logical arrays (formatted ones converted, padding dropped)."""
+    out: list[np.ndarray | None] = []
+    for k, x in enumerate(inputs):
+        t = call.types[k] if k < len(call.types) else None
+        if x is None or t is None or t.format == F.ND:
+            out.append(x)
+        else:
+            out.append(F.from_format(x, t.format, _static(t)))
+    return out
+
+
+def _static(t: TensorType) -> tuple[int, ...]:
+    if t.shape is None or not all(isinstance(d, int) for d in t.shape):
+        raise ShapeError(f"a {t.format} operand needs a static shape, got {t}")
+    return tuple(int(d) for d in t.shape)
+
+
+def wrap_kernel(kernel: KernelFn, rule: FormatRule, infer: InferFn) -> KernelFn:
+    """A native op's kernel on formatted operands: plain arrays in, outputs converted back
+    to the formats ``infer`` gives them."""
+
+    def run(inputs: Sequence[np.ndarray | None], call: Call) -> Sequence[np.ndarray]:
+        if not _formatted(call):
+            return kernel(inputs, call)
+        outs = kernel(plain_inputs(inputs, call), call)
+        types = infer(call.types, [None] * len(call.types), call)
+        return [y if k >= len(types) or types[k].format == F.ND
+                else F.to_format(np.ascontiguousarray(y), types[k].format)
+                for k, y in enumerate(outs)]
+
+    return run
+
+
+def wrap_kernel_out(kernel_out: KernelOutFn, kernel: KernelFn) -> KernelOutFn:
+    """``kernel_out`` for plain operands; formatted ones go through the wrapped ``kernel``
+    and are copied into the outputs."""
+
+    def run(inputs: Sequence[np.ndarray | None], call: Call, outs: Sequence[np.ndarray]
+            ) -> None:
+        if not _formatted(call):
+            kernel_out(inputs, call, outs)
+            return
+        for dst, y in zip(outs, kernel(inputs, call), strict=False):
+            np.copyto(dst, y)
+
+    return run
+
+
+def rule_of(infer: Any) -> FormatRule | None:
+    """The rule an inference function was wrapped with (``None``: not wrapped yet)."""
+    return getattr(infer, "layout_rule", None)
