@@ -91,7 +91,8 @@ class CompileOptions:
     optypelist_for_implmode: tuple[str, ...] = ()  # op types the implmode applies to
     reuse_memory: bool = True  # False: atc's --disable_reuse_memory=1 (debugging)
     buffer_optimize: str = ""  # atc's --buffer_optimize: recorded, no effect here
-    enable_small_channel: bool = False  # atc's flag: recorded; needs layout formats
+    enable_small_channel: bool = False  # atc's flag: the first conv may take C0 = 4
+    layout: bool = True  # NPU data formats (NC1HWC0, FRACTAL_Z, FRACTAL_NZ) and TransData
     dynamic_image_size: tuple[tuple[int, ...], ...] = ()  # (height, width) per gear
     dynamic_dims: tuple[tuple[int, ...], ...] = ()  # a size per -1 of input_shape, per gear
     # atc's --input_shape_range: per input, dims that are ints or (low, high) ranges
@@ -115,7 +116,9 @@ class CompileOptions:
         return OptimizeOptions(opt_level=self.opt_level, soc_version=self.soc_version,
                                target=self.target, disabled=self.disabled,
                                enabled=self.enabled, aicore_num=self.aicore_num,
-                               rules=tuple(map(str, self.rules)))
+                               rules=tuple(map(str, self.rules)),
+                               layout=self.layout and self.target == "npu",
+                               small_channel=self.enable_small_channel)
 
     def gear_mode(self) -> str:
         """Which of atc's dynamic shape flags is given ("" for none; two is a UsageError)."""
@@ -138,10 +141,6 @@ class CompileOptions:
             out.append(f"--buffer_optimize={self.buffer_optimize}: no effect here (the cost "
                        "model has no on-chip L1/L2 buffer to plan; the arena is planned the "
                        "same way)")
-        if self.enable_small_channel:
-            out.append("--enable_small_channel=1: recorded, no effect yet: it selects the "
-                       "C0=4 layout for the first convolution, and layout formats are not "
-                       "implemented yet")
         if not self.reuse_memory:
             out.append("--disable_reuse_memory=1: every tensor has its own block (debugging)")
         return out

@@ -49,6 +49,7 @@ from .provenance import Fusion, applied, fusions, kept
 log = logging.getLogger(__name__)
 
 LEVELS = ("O0", "O1", "O2", "O3")
+LAYOUT_RULESETS = frozenset({"layout", "layout_motion"})  # rules/layout.ger
 TARGETS = ("npu", "onnx")
 
 
@@ -77,6 +78,10 @@ class OptimizeOptions:
     rules: tuple[str, ...] = ()  # the user's rule files and folders, added to the shipped
     limits: Limits | None = None  # None: the level's
     extraction: str | None = None  # None: the level's ("greedy", "ilp", "tree")
+    # data layout (rules/layout.ger's LAYOUT_RULESETS: TransData around cube ops, moved and
+    # cancelled): on for a .om, off for an ONNX file (no format can be written there)
+    layout: bool = False
+    small_channel: bool = False  # atc's --enable_small_channel: the C0=4 first conv allowed
 
     def check(self) -> None:
         if self.opt_level not in LEVELS:
@@ -185,7 +190,8 @@ def optimize(graph: Graph, options: OptimizeOptions | None = None,
     phases: dict[str, float] = {}
     clock = time.perf_counter()
     graph = verify(graph, registry)
-    model = NpuCostModel(profile_for(options.soc_version, options.aicore_num), registry)
+    model = NpuCostModel(profile_for(options.soc_version, options.aicore_num), registry,
+                         small_channel=options.small_channel)
     before = model.graph(graph)
     phases["verify"] = time.perf_counter() - clock
     report = OptimizeReport(options.opt_level, options.target, model.profile.name,
@@ -214,6 +220,8 @@ def _saturate_and_extract(graph: Graph, options: OptimizeOptions, registry: Regi
     library = rule_library(options.rules, registry)
     report.warnings += library.notes
     disabled = _expand_all(library, options.disabled, options.enabled)
+    if not options.layout or options.target == "onnx":
+        disabled |= LAYOUT_RULESETS
     schedule, known = _schedule(library, options.opt_level, disabled)
     unknown = sorted((options.disabled | options.enabled) - known - {"ALL"})
     if unknown:

@@ -1,0 +1,141 @@
+"""What data formats cost on the cube: padding waste and the transfers a plain layout implies.
+
+The cube unit computes on 16 x C0 fractals (``ir.formats``): a convolution reads its input in
+NC1HWC0 and its weight in FRACTAL_Z, a matmul its operands in FRACTAL_NZ, and every dim the
+fractals block is padded to a whole block. So:
+
+- ``cube_padding``: the cube does padded work. A convolution's reduction runs over Cin
+  padded to C0 (per group: GE packs groups so a depthwise one pads to one block) and its
+  output over Cout padded to 16: a 3-channel input conv in C0 = 16 does 16/3 of its useful
+  multiply-adds. The small-channel form (NC1HWC0_C04) reduces over (h, w, c) with c padded
+  to 4 and the whole axis to C0 (4*7*7 = 196 -> 208 for a 7x7 kernel, not 16*49 = 784). A
+  matmul pads M and N to 16 and K to C0.
+- ``implied_transfers``: a cube op whose data operands or result are plain (ND/NCHW) cannot
+  run as it is: GE would put a TransData on each (one per non-constant input, one per
+  output). The model prices them as such TransData nodes (the vector unit's launch and the
+  bytes both sides move), so a plain cube op costs what its naive layout costs, and a graph
+  whose transfers were moved and cancelled in the e-graph is cheaper by exactly the
+  transfers it no longer has. Constant operands (weights) are converted at compile time
+  and cost nothing.
+
+Invariants: factors are >= 1 and finite; symbolic dims count as 1 (as everywhere in the
+cost model); every figure is an estimate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..ir import formats as F
+from ..ir.dtypes import itemsize
+from ..ir.graph import TensorType
+
+CONV_OPS = frozenset({"Conv", "ge.FusedConv", "ConvInteger", "QLinearConv", "ConvTranspose",
+                      "DeformConv"})
+# the data inputs of conv-like ops (X, and FusedConv's residual Z); the others are weights
+CONV_DATA = {"Conv": (0,), "ge.FusedConv": (0, 3), "ConvInteger": (0,), "QLinearConv": (0,),
+             "ConvTranspose": (0,), "DeformConv": (0, 2)}
+
+
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    """A transfer a plain cube op implies: the tensor, the format the cube needs it in."""
+
+    tensor: TensorType
+    native: str
+
+
+def _dim(d: object) -> int:
+    return d if isinstance(d, int) and d > 0 else 1
+
+
+def _pad(n: int, block: int) -> int:
+    return -(-n // block) * block
+
+
+def cube_padding(op: str, inputs: Sequence[TensorType | None],
+                 outputs: Sequence[TensorType]) -> float:
+    """How much more work the cube does than the op's useful work (>= 1)."""
+    if op in CONV_OPS:
+        return _conv_padding(op, inputs)
+    a = inputs[0] if inputs else None
+    y = outputs[0] if outputs else None
+    if a is None or y is None or not a.shape or not y.shape or len(y.shape) < 2:
+        return 1.0
+    m, n, k = _dim(y.shape[-2]), _dim(y.shape[-1]), _dim(a.shape[-1])
+    block = F.c0(a.dtype)
+    return (_pad(m, F.FRACTAL) / m) * (_pad(n, F.FRACTAL) / n) * (_pad(k, block) / k)
+
+
+def _conv_padding(op: str, inputs: Sequence[TensorType | None]) -> float:
+    x = inputs[0] if inputs else None
+    w = inputs[1] if len(inputs) > 1 else None
+    if x is None or w is None or w.shape is None or len(w.shape) < 2:
+        return 1.0
+    dims = [_dim(d) for d in w.shape]
+    cout, cin = (dims[1], dims[0]) if op == "ConvTranspose" else (dims[0], dims[1])
+    taps = 1
+    for d in dims[2:]:
+        taps *= d
+    block = F.c0(x.dtype)
+    if x.format == F.NC1HWC0_C04:
+        reduce = _pad(F.SMALL_C0 * taps, block) / (cin * taps)
+    else:
+        reduce = _pad(cin, block) / cin
+    return reduce * _pad(cout, F.FRACTAL) / cout
+
+
+def native_format(op: str, t: TensorType) -> str:
+    """The format the cube reads or writes a plain data tensor of ``op`` in."""
+    if op in CONV_OPS and t.rank == 4:
+        return F.NC1HWC0
+    if t.rank is not None and t.rank >= 2:
+        return F.FRACTAL_NZ
+    return F.ND
+
+
+def implied_transfers(op: str, inputs: Sequence[TensorType | None],
+                      outputs: Sequence[TensorType], constant: Sequence[bool]
+                      ) -> list[Transfer]:
+    """The TransData nodes a cube op in plain formats implies (see the module docstring)."""
+    data = CONV_DATA.get(op)
+    out: list[Transfer] = []
+    for k, t in enumerate(inputs):
+        if t is None or t.format != F.ND or (k < len(constant) and constant[k]):
+            continue
+        if data is not None and k not in data:
+            continue  # a conv's weight or bias: converted once, at compile time
+        if op not in CONV_OPS and k > 1:
+            continue  # a matmul's bias or mask: added by the vector unit after the cube
+        out.append(Transfer(t, native_format(op, t)))
+    out += [Transfer(t, native_format(op, t)) for t in outputs if t.format == F.ND]
+    return [x for x in out if x.native != F.ND and F.can_hold(x.native, x.tensor.shape) is None]
+
+
+def physical_bytes(t: TensorType | None) -> int:
+    """Bytes memory holds for ``t`` (padding included; symbolic dims count as 1)."""
+    if t is None or t.shape is None:
+        return 0
+    dims = t.shape if t.format == F.ND else _physical(t)
+    n = 1
+    for d in dims:
+        n *= _dim(d)
+    return n * itemsize(t.dtype)
+
+
+def _physical(t: TensorType) -> tuple[object, ...]:
+    static = tuple(_dim(d) for d in t.shape or ())
+    return F.physical_shape(static, t.dtype, t.format)
+
+
+def transfer_bytes(x: Transfer) -> int:
+    """What one implied TransData reads and writes."""
+    return physical_bytes(x.tensor) + physical_bytes(x.tensor.with_format(x.native))
+
+
+def padding_bytes(t: TensorType | None) -> int:
+    """The bytes a format adds to a tensor (0 for plain ones)."""
+    if t is None or t.format not in F.PADDED:
+        return 0
+    return physical_bytes(t) - physical_bytes(TensorType(t.dtype, t.shape))
