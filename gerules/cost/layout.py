@@ -4,6 +4,8 @@ The cube unit computes on 16 x C0 fractals (``ir.formats``): a convolution reads
 NC1HWC0 and its weight in FRACTAL_Z, a matmul its operands in FRACTAL_NZ, and every dim the
 fractals block is padded to a whole block. So:
 
+- ``cube_bytes``: a cube op moves its operands as the cube holds them, padding included,
+  whatever format the graph states (a plain one is converted first; see below).
 - ``cube_padding``: the cube does padded work. A convolution's reduction runs over Cin
   padded to C0 (per group: GE packs groups so a depthwise one pads to one block) and its
   output over Cout padded to 16: a 3-channel input conv in C0 = 16 does 16/3 of its useful
@@ -26,10 +28,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..ir import formats as F
 from ..ir.dtypes import itemsize
-from ..ir.graph import TensorType
+from ..ir.graph import Graph, Node, TensorType
+
+if TYPE_CHECKING:
+    from .model import GraphEstimate
 
 CONV_OPS = frozenset({"Conv", "ge.FusedConv", "ConvInteger", "QLinearConv", "ConvTranspose",
                       "DeformConv"})
@@ -86,13 +92,36 @@ def _conv_padding(op: str, inputs: Sequence[TensorType | None]) -> float:
     return reduce * _pad(cout, F.FRACTAL) / cout
 
 
-def native_format(op: str, t: TensorType) -> str:
-    """The format the cube reads or writes a plain data tensor of ``op`` in."""
-    if op in CONV_OPS and t.rank == 4:
-        return F.NC1HWC0
-    if t.rank is not None and t.rank >= 2:
+def native_format(op: str, t: TensorType, port: int = 0) -> str:
+    """The format the cube holds operand ``port`` (-1: the result) of ``op`` in: its own when
+    it is blocked already; NC1HWC0 for a conv's data, FRACTAL_Z for its weight, ND for a
+    bias; FRACTAL_NZ for a matmul's matrices."""
+    if t.format != F.ND:
+        return t.format
+    if op in CONV_OPS:
+        if port in CONV_DATA.get(op, (0,)) or port < 0:
+            return F.NC1HWC0 if t.rank == 4 else F.ND
+        return F.FRACTAL_Z if port == 1 and t.rank == 4 else F.ND
+    if port <= 1 and t.rank is not None and t.rank >= 2:
         return F.FRACTAL_NZ
     return F.ND
+
+
+def cube_bytes(op: str, inputs: Sequence[TensorType | None],
+               outputs: Sequence[TensorType]) -> int:
+    """What a cube op reads and writes: every operand as the cube holds it (a plain one in
+    its native format, padding included), whatever format the graph gives it."""
+    total = 0
+    for k, t in enumerate(inputs):
+        if t is not None:
+            total += physical_bytes(_held(t, native_format(op, t, k)))
+    for t in outputs:
+        total += physical_bytes(_held(t, native_format(op, t, -1)))
+    return total
+
+
+def _held(t: TensorType, fmt: str) -> TensorType:
+    return t.with_format(fmt) if F.can_hold(fmt, t.shape) is None else t
 
 
 def implied_transfers(op: str, inputs: Sequence[TensorType | None],
@@ -108,8 +137,8 @@ def implied_transfers(op: str, inputs: Sequence[TensorType | None],
             continue  # a conv's weight or bias: converted once, at compile time
         if op not in CONV_OPS and k > 1:
             continue  # a matmul's bias or mask: added by the vector unit after the cube
-        out.append(Transfer(t, native_format(op, t)))
-    out += [Transfer(t, native_format(op, t)) for t in outputs if t.format == F.ND]
+        out.append(Transfer(t, native_format(op, t, k)))
+    out += [Transfer(t, native_format(op, t, -1)) for t in outputs if t.format == F.ND]
     return [x for x in out if x.native != F.ND and F.can_hold(x.native, x.tensor.shape) is None]
 
 
@@ -139,3 +168,57 @@ def padding_bytes(t: TensorType | None) -> int:
     if t is None or t.format not in F.PADDED:
         return 0
     return physical_bytes(t) - physical_bytes(TensorType(t.dtype, t.shape))
+
+
+def layout_figures(graph: Graph, estimate: GraphEstimate) -> dict[str, object]:
+    """What a compiled graph's layout is and costs (plain JSON data): the format of every
+    tensor (``tensors``; counts ``by_format`` of activations and weights), the TransData
+    nodes (``transdata``: ``naive``, what a pair around every cube op needs, the way GE's
+    layout starts; ``final``, the ones left; ``implied``, those plain cube ops still imply),
+    the ``padding_bytes`` blocked formats add (activations, weights) and the estimated time
+    in format transfers (``transfer_us``: the TransData nodes and the implied ones)."""
+    consumers = {n for node in graph.nodes for n in node.present_inputs()}
+    tensors: dict[str, str] = {}
+    acts: dict[str, int] = {}
+    weights: dict[str, int] = {}
+    pad_acts = pad_weights = 0
+    for name in [*graph.input_names, *(o for n in graph.nodes for o in n.outputs if o)]:
+        t = graph.type_of(name)
+        if t is not None:
+            tensors[name] = t.format_name
+            acts[t.format_name] = acts.get(t.format_name, 0) + 1
+            pad_acts += padding_bytes(t) if _static(t) else 0
+    for name in graph.initializers:
+        t = graph.type_of(name)
+        if t is not None and name in consumers:
+            tensors[name] = t.format_name
+            weights[t.format_name] = weights.get(t.format_name, 0) + 1
+            pad_weights += padding_bytes(t)
+    naive = implied = 0
+    transfer_us = 0.0
+    for node, (_, est) in zip(graph.nodes, estimate.nodes, strict=True):
+        implied += est.transfers
+        transfer_us += est.us if est.op == "ge.TransData" else est.transfer_us
+        if est.unit == "cube":
+            naive += len(_naive(node, graph))
+    return {"tensors": tensors, "by_format": {"activations": acts, "weights": weights},
+            "transdata": {"naive": naive, "final": estimate_count(estimate), "implied": implied},
+            "padding_bytes": {"activations": pad_acts, "weights": pad_weights},
+            "transfer_us": round(transfer_us, 3)}
+
+
+def estimate_count(estimate: GraphEstimate) -> int:
+    return sum(1 for _, est in estimate.nodes if est.op == "ge.TransData")
+
+
+def _naive(node: Node, graph: Graph) -> list[Transfer]:
+    """The transfers ``node`` (a cube op) needs when every tensor is plain."""
+    ins = [None if not i or graph.type_of(i) is None else graph.type_of(i).with_format(F.ND)
+           for i in node.inputs]
+    outs = [t.with_format(F.ND) for o in node.outputs if (t := graph.type_of(o)) is not None]
+    constant = [i in graph.initializers for i in node.inputs]
+    return implied_transfers(node.qualified_op, ins, outs, constant)
+
+
+def _static(t: TensorType) -> bool:
+    return t.shape is not None and all(isinstance(d, int) for d in t.shape)

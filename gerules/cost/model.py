@@ -14,8 +14,9 @@ on:
 - Layout (``cost.layout``): the cube works on padded fractals (its FLOPs grow by the padding:
   a 3-channel conv in C0 = 16 pays 16/3), and a cube op whose data is plain pays the
   TransData nodes that layout implies (``transfer_us``), so transfers moved and cancelled in
-  the e-graph are what makes the blocked layout win. TransData itself is vector work priced
-  by the bytes it moves. The small-channel formats (C0 = 4) are allowed only with
+  the e-graph are what makes the blocked layout win (``layout=False`` leaves that charge out:
+  the model of an optimization that writes no formats, an ONNX file). TransData itself is
+  vector work priced by the bytes it moves. The small-channel formats (C0 = 4) are allowed only with
   ``small_channel`` (atc's ``--enable_small_channel``): ``allowed`` says no otherwise.
 - Constants, graph inputs and tuple projections cost nothing.
 
@@ -32,12 +33,16 @@ from ..ir.formats import FRACTAL_Z_C04, NC1HWC0_C04
 from ..ir.graph import Graph, Node, TensorType
 from ..ir.infer import schema_for
 from ..ir.registry import Call, OpSchema, Registry, default_registry
-from .layout import cube_padding, implied_transfers, physical_bytes, transfer_bytes
+from .layout import cube_bytes, cube_padding, implied_transfers, physical_bytes, transfer_bytes
 from .profile import SocProfile, load_profile
 
 VIEW_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Dropout"})
 FREE_OPS = frozenset({"Constant"})
 SMALL_FORMATS = frozenset({NC1HWC0_C04, FRACTAL_Z_C04})
+# An implied transfer costs what the TransData node stating it costs, and 0.1 % more: when
+# the two tie (a lone cube op, no transfer to cancel), the graph that states its TransData
+# nodes, as GE builds it, is the one extracted.
+IMPLIED_TIE = 1.001
 LABEL = "estimated by the gerules NPU cost model (roofline over public peak figures)"
 
 
@@ -83,11 +88,15 @@ class NpuCostModel:
     """Estimates per op and per graph for one SoC profile."""
 
     def __init__(self, profile: SocProfile | str | None = None,
-                 registry: Registry | None = None, *, small_channel: bool = False) -> None:
+                 registry: Registry | None = None, *, small_channel: bool = False,
+                 layout: bool = True) -> None:
         self.profile = profile if isinstance(profile, SocProfile) else load_profile(
             profile or "Ascend910")
         self.registry = registry or default_registry()
         self.small_channel = small_channel
+        # price the transfers a plain cube op implies (off: a plain graph is priced as if
+        # the cube read it as it is, the model for an optimization that writes no formats)
+        self.layout = layout
 
     def allowed(self, inputs: Sequence[TensorType | None],
                 outputs: Sequence[TensorType]) -> bool:
@@ -107,7 +116,10 @@ class NpuCostModel:
             return OpEstimate(op, unit, 0.0, 0, 0, "free")
         if op in VIEW_OPS:
             return OpEstimate(op, unit, self.profile.view_us, 0, 0, "view")
-        moved = sum(physical_bytes(t) for t in inputs) + sum(physical_bytes(t) for t in outputs)
+        if unit == "cube":
+            moved = cube_bytes(op, inputs, outputs)
+        else:
+            moved = sum(physical_bytes(t) for t in (*inputs, *outputs))
         flops = 0 if unit == "scalar" else self._flops(schema, inputs, outputs, call)
         if unit == "cube":
             flops = int(flops * cube_padding(op, inputs, outputs))
@@ -118,8 +130,9 @@ class NpuCostModel:
         bound = "compute" if compute >= memory else "memory"
         if max(compute, memory) < 0.05 * launch:
             bound = "launch"
-        implied = implied_transfers(op, inputs, outputs, constant) if unit == "cube" else []
-        transfer = sum(self.transfer_us(transfer_bytes(x)) for x in implied)
+        implied = (implied_transfers(op, inputs, outputs, constant)
+                   if unit == "cube" and self.layout else [])
+        transfer = sum(self.transfer_us(transfer_bytes(x)) for x in implied) * IMPLIED_TIE
         return OpEstimate(op, unit, launch + max(compute, memory) + transfer, flops, moved,
                           bound, transfer, len(implied))
 

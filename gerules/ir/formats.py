@@ -157,6 +157,22 @@ def physical_shape(shape: Shape, dtype: str, fmt: str) -> Shape:
     return (*shape[:-2], _ceil(kk, k), _ceil(m, FRACTAL), FRACTAL, k)
 
 
+def bind(shape: Shape, dtype: str, fmt: str, physical: Sequence[int]) -> tuple[int, ...]:
+    """``shape`` with its symbolic dims read off the array memory holds (``physical``): a
+    symbol sits unblocked at its own place of the physical shape. Raises ``ShapeError``
+    when ``physical`` is not how ``fmt`` holds such a tensor."""
+    if all(isinstance(d, int) for d in shape):
+        return tuple(int(d) for d in shape)
+    want = physical_shape(shape, dtype, fmt)
+    if len(want) != len(physical):
+        raise ShapeError(f"a {fmt} tensor of shape {list(shape)} is held in {len(want)} dims, "
+                         f"got {list(physical)}")
+    sizes = {d: int(p) for d, p in zip(want, physical, strict=True) if isinstance(d, str)}
+    if any(isinstance(d, str) and d not in sizes for d in shape):
+        raise ShapeError(f"the dims of {list(shape)} cannot be read off {list(physical)}")
+    return tuple(sizes[d] if isinstance(d, str) else int(d) for d in shape)
+
+
 # ----------------------------------------------------------------------------- conversions
 
 

@@ -100,6 +100,14 @@ class TensorType:
             n *= int(d)
         return n * itemsize(self.dtype)
 
+    def held_str(self) -> str:
+        """The type as memory holds it: ``float32[N,224,224,3] (NHWC)`` for a
+        ``float32[N,3,224,224]`` held channel-last (what a caller feeds); ``str`` otherwise."""
+        if self.format == ND or self.shape is None:
+            return str(self)
+        dims = ",".join(str(d) for d in self.physical_shape or ())
+        return f"{self.dtype}[{dims}] ({self.format_name})"
+
     def with_format(self, fmt: str) -> TensorType:
         return self if fmt == self.format else TensorType(self.dtype, self.shape, fmt)
 
@@ -236,6 +244,13 @@ class Graph:
             arr = self.initializers[name]
             return TensorType(arr.dtype.name, tuple(int(d) for d in arr.shape))
         return None
+
+    def held_weights(self) -> dict[str, Value]:
+        """The ``value_info`` entries of initializers held in a blocked format (their arrays
+        are physical; these types say how to read them): what a copy of the graph that drops
+        its inferred types must keep."""
+        return {k: v for k, v in self.value_info.items()
+                if k in self.initializers and v.type.format != ND}
 
     def function(self, domain: str, op: str) -> CompositeOp | None:
         """The composite op ``domain.op`` this graph carries, if any."""

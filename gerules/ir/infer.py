@@ -114,8 +114,7 @@ def infer_graph(graph: Graph, registry: Registry | None = None) -> Graph:
     """A copy of ``graph`` whose ``value_info`` holds the type of every node output."""
     registry = registry or default_registry()
     env = _Env(graph)
-    info: dict[str, Value] = {name: v for name, v in graph.value_info.items()
-                              if name in graph.initializers and v.type.format != ND}
+    info: dict[str, Value] = graph.held_weights()
     for node in graph.nodes:
         schema = schema_for(node, graph, registry)
         types = [env.types.get(i) if i else None for i in node.inputs]

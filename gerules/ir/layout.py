@@ -135,8 +135,12 @@ def _elementwise(types: Types, outs: Sequence[TensorType]) -> tuple[str, ...]:
             if t.shape[axis] != out[axis]:
                 raise ShapeError(f"input {i} {t} broadcasts along dim {axis}, which format "
                                  f"{fmt} blocks")
+    block = {F.c0(t.dtype) for t in types if t is not None and t.format == fmt}
     for t in outs:
         F.check_hold(fmt, t.shape)
+        if fmt in F.PADDED and {F.c0(t.dtype)} != block:
+            raise ShapeError(f"a {t.dtype} result in format {fmt} has another block size "
+                             f"than its operands (C0 {F.c0(t.dtype)}, not {sorted(block)})")
     return tuple(fmt for _ in outs)
 
 
@@ -206,29 +210,25 @@ def plain_inputs(inputs: Sequence[np.ndarray | None], call: Call) -> list[np.nda
         t = call.types[k] if k < len(call.types) else None
         if x is None or t is None or t.format == F.ND:
             out.append(x)
+        elif t.shape is None:
+            raise ShapeError(f"a {t.format} operand needs a known rank, got {t}")
         else:
-            out.append(F.from_format(x, t.format, _static(t)))
+            out.append(F.from_format(x, t.format, F.bind(t.shape, t.dtype, t.format, x.shape)))
     return out
 
 
-def _static(t: TensorType) -> tuple[int, ...]:
-    if t.shape is None or not all(isinstance(d, int) for d in t.shape):
-        raise ShapeError(f"a {t.format} operand needs a static shape, got {t}")
-    return tuple(int(d) for d in t.shape)
-
-
-def wrap_kernel(kernel: KernelFn, rule: FormatRule, infer: InferFn) -> KernelFn:
+def wrap_kernel(kernel: KernelFn, rule: FormatRule) -> KernelFn:
     """A native op's kernel on formatted operands: plain arrays in, outputs converted back
-    to the formats ``infer`` gives them."""
+    to the formats the rule gives them."""
 
     def run(inputs: Sequence[np.ndarray | None], call: Call) -> Sequence[np.ndarray]:
         if not _formatted(call):
             return kernel(inputs, call)
-        outs = kernel(plain_inputs(inputs, call), call)
-        types = infer(call.types, [None] * len(call.types), call)
-        return [y if k >= len(types) or types[k].format == F.ND
-                else F.to_format(np.ascontiguousarray(y), types[k].format)
-                for k, y in enumerate(outs)]
+        outs = [np.asarray(y) for y in kernel(plain_inputs(inputs, call), call)]
+        plain = [TensorType(y.dtype.name, tuple(int(d) for d in y.shape)) for y in outs]
+        fmts = rule.output_formats(call.types, plain, call)
+        return [y if f == F.ND else F.to_format(np.ascontiguousarray(y), f)
+                for y, f in zip(outs, fmts, strict=True)]
 
     return run
 

@@ -134,7 +134,7 @@ class OpSchema:
         object.__setattr__(self, "formats", rule)
         object.__setattr__(self, "infer", infer)
         if rule.converts:
-            kernel = wrap_kernel(self.kernel, rule, infer)
+            kernel = wrap_kernel(self.kernel, rule)
             object.__setattr__(self, "kernel", kernel)
             if self.kernel_out is not None:
                 object.__setattr__(self, "kernel_out", wrap_kernel_out(self.kernel_out,

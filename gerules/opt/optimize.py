@@ -190,8 +190,9 @@ def optimize(graph: Graph, options: OptimizeOptions | None = None,
     phases: dict[str, float] = {}
     clock = time.perf_counter()
     graph = verify(graph, registry)
+    layout = options.layout and options.target == "npu"
     model = NpuCostModel(profile_for(options.soc_version, options.aicore_num), registry,
-                         small_channel=options.small_channel)
+                         small_channel=options.small_channel, layout=layout)
     before = model.graph(graph)
     phases["verify"] = time.perf_counter() - clock
     report = OptimizeReport(options.opt_level, options.target, model.profile.name,
@@ -220,7 +221,7 @@ def _saturate_and_extract(graph: Graph, options: OptimizeOptions, registry: Regi
     library = rule_library(options.rules, registry)
     report.warnings += library.notes
     disabled = _expand_all(library, options.disabled, options.enabled)
-    if not options.layout or options.target == "onnx":
+    if not model.layout:
         disabled |= LAYOUT_RULESETS
     schedule, known = _schedule(library, options.opt_level, disabled)
     unknown = sorted((options.disabled | options.enabled) - known - {"ALL"})

@@ -4,6 +4,8 @@ Invariants:
 - ``TransData(x) {src_format, dst_format}`` keeps the logical value: the output has x's dtype
   and logical shape, held in ``dst_format``; ``src_format`` must be x's format as named
   (``NCHW`` for a plain 4-D tensor, ``ND`` for other plain ones) and the two must differ.
+  As in GE, one side is a plain layout (ND/NCHW or NHWC): between two blocked formats a
+  tensor goes through the plain one.
 - The kernel is ``ir.formats.transfer`` (pad, reshape, transpose and back); the padding it
   writes is zeros and the padding it reads is dropped, so a TransData pair gives back the
   exact values. It reads x's logical shape from ``Call.types`` (a blocked source cannot be
@@ -37,6 +39,9 @@ def _formats(x: TensorType, call: Call) -> tuple[str, str]:
     if src == dst:
         raise ShapeError(f"ge.TransData: {sattr(call, 'src_format')} and "
                          f"{sattr(call, 'dst_format')} are one layout")
+    if src in F.PADDED and dst in F.PADDED:
+        raise ShapeError(f"ge.TransData: no direct transfer from {src} to {dst} (GE goes "
+                         f"through {F.name(F.ND, x.rank)})")
     return src, dst
 
 
@@ -56,7 +61,7 @@ def _kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
                               "in the call)")
         t = TensorType(p.dtype.name, tuple(int(d) for d in p.shape))
     src, dst = _formats(t, call)
-    shape = tuple(int(d) for d in t.shape or p.shape)
+    shape = F.bind(t.shape, t.dtype, src, p.shape) if t.shape is not None else p.shape
     return [F.transfer(p, src, dst, shape)]
 
 
