@@ -124,24 +124,16 @@ def _check_one(v: Value, arr: np.ndarray, bound: dict[str, int]) -> None:
     if shape is None:
         return
     if arr.ndim != len(shape):
-        raise ModelError(f"expects shape {_described(v)}, got {list(arr.shape)}",
+        raise ModelError(f"expects shape {v.type.held_str()}, got {list(arr.shape)}",
                          tensor=v.name)
     for want, got in zip(shape, arr.shape, strict=True):
         if isinstance(want, int) and want != got:
-            raise ModelError(f"expects shape {_described(v)}, got {list(arr.shape)}",
+            raise ModelError(f"expects shape {v.type.held_str()}, got {list(arr.shape)}",
                              tensor=v.name)
         if isinstance(want, str):
             if bound.setdefault(want, got) != got:
                 raise ModelError(f"dim '{want}' is {bound[want]} elsewhere but {got} here",
                                  tensor=v.name)
-
-
-def _described(v: Value) -> str:
-    """A feed's expected type as the caller must shape it (physical dims for a layout)."""
-    t = v.type
-    if t.format == "ND" or t.shape is None:
-        return str(t)
-    return f"{t.dtype}[{','.join(str(d) for d in t.physical_shape or ())}] ({t.format_name})"
 
 
 def run_graph(graph: Graph, feeds: Mapping[str, np.ndarray],
