@@ -73,12 +73,17 @@ ort.InferenceSession(sys.argv[1], so, providers=["CPUExecutionProvider"])
 
 
 def model_path(name: str) -> Path:
-    path = CACHE / f"{name}-opset17.onnx"
-    if path.exists():
-        return path
-    import models as bench_models  # bench/models.py (needs torch)
+    """The cached export of ``name``; a missing one is exported in a child process.
 
-    return bench_models.export(name, 17)  # type: ignore[no-any-return]
+    Not in this process: Linux carries a process's peak RSS across fork and exec, so a bench
+    process grown by a torch export would report that peak for every compile it starts."""
+    path = CACHE / f"{name}-opset17.onnx"
+    if not path.exists():
+        code = ("import sys; sys.path.insert(0, sys.argv[1]); import models; "
+                "models.export(sys.argv[2], 17)")
+        subprocess.run([sys.executable, "-c", code, str(Path(__file__).resolve().parent), name],
+                       check=True)
+    return path
 
 
 def ours_command(model: Path, out: Path, *extra: str) -> list[str]:

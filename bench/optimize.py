@@ -37,12 +37,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import Verdicts, describe, facts  # noqa: E402
 
-from gerules.cli.feeds import random_feeds  # noqa: E402
 from gerules.compiler import fix_input_shapes  # noqa: E402
 from gerules.ir.verify import verify  # noqa: E402
 from gerules.onnx_io import load_model  # noqa: E402
 from gerules.opt.optimize import OptimizeOptions, optimize, rule_library  # noqa: E402
 from gerules.runtime.executor import run_graph  # noqa: E402
+from gerules.runtime.feeds import random_feeds  # noqa: E402
 
 MODELS = ("resnet50", "mobilenetv2", "bert_base", "gpt2_small", "vit_b16", "llama_small")
 TARGETED = ("resnet50", "mobilenetv2", "bert_base", "gpt2_small")

@@ -11,7 +11,7 @@ Invariants:
   variant. ``plan_variants`` + ``write`` are the same two halves for callers that put the
   figures into their own report first (``compile_model``).
 - ``reuse=False`` (atc's ``--disable_reuse_memory``) gives every tensor its own block.
-- A variant with a tensor over ``MAX_TENSOR_BYTES`` (a ``ConstantOfShape`` memory bomb) is
+- A variant with a tensor over the tensor budget (a ``ConstantOfShape`` memory bomb) is
   refused with ``ResourceLimit`` naming the tensor before anything is planned or written.
 """
 
@@ -24,8 +24,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from .budgets import DEFAULT, Budgets
 from .cost.profile import DEFAULT_SOC
-from .errors import ModelError, ResourceLimit
+from .errors import ModelError
 from .fileio import check_output_path
 from .ir.dims import bind_dims
 from .ir.graph import Graph
@@ -38,7 +39,6 @@ from .om.writer import write_om
 
 log = logging.getLogger(__name__)
 
-MAX_TENSOR_BYTES = 4 << 30  # the loader's default per-tensor budget
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +46,7 @@ class BuildResult:
     path: Path
     variants: tuple[Variant, ...]
     seconds: float
+    size: int = 0  # bytes of the .om
     pipeline: Pipeline | None = None
 
     @property
@@ -107,12 +108,12 @@ def write(base: Graph, variants: tuple[Variant, ...], output: str | Path, *,
     contents = OmContents(base, variants, str(options.get("soc_version", DEFAULT_SOC)),
                           options, command_line, producer=f"gerules {_version()}",
                           pipeline=pipeline)
-    write_om(path, contents, dict(report or {}))
+    size = write_om(path, contents, dict(report or {}))
     if check:
         OmFile(path, registry=registry or default_registry()).close()
     seconds = time.perf_counter() - start
     log.info("wrote %s (%d variant(s)) in %.2f s", path, len(variants), seconds)
-    return BuildResult(path, variants, seconds, pipeline)
+    return BuildResult(path, variants, seconds, size, pipeline)
 
 
 def plan_variant(graph: Graph, dims: Mapping[str, int], *, streams: int = 1,
@@ -133,16 +134,15 @@ def plan_variant(graph: Graph, dims: Mapping[str, int], *, streams: int = 1,
     return Variant(name, dims, bound, plan)
 
 
-def check_budget(graph: Graph, max_bytes: int = MAX_TENSOR_BYTES) -> None:
-    """Refuse a graph with a tensor larger than ``max_bytes`` (``ResourceLimit``, exit 3)."""
+def check_budget(graph: Graph, budgets: Budgets = DEFAULT) -> None:
+    """Refuse a graph with a tensor over the tensor budget (``ResourceLimit``, exit 3)."""
     producers = graph.producers()
     for v in (*graph.inputs, *graph.value_info.values()):
         n = v.type.nbytes()
-        if n is not None and n > max_bytes:
+        if n is not None and n > budgets.tensor_bytes:
             node = producers.get(v.name)
-            raise ResourceLimit(f"{v.type} needs {n} bytes, over the tensor budget of "
-                                f"{max_bytes}", node=node.label if node else None,
-                                op=node.qualified_op if node else None, tensor=v.name)
+            budgets.check("tensor_bytes", n, str(v.type), node=node.label if node else None,
+                          op=node.qualified_op if node else None, tensor=v.name)
 
 
 def _version() -> str:

@@ -20,14 +20,20 @@ _INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202
                         "\u2066-\u2069]")
 
 
-def visible(text: str, *, keep_newlines: bool = False) -> str:
-    """``text`` with every control character written as an escape (``\\x1b``, ``\\u202e``)."""
+def visible(text: str, *, keep_newlines: bool = False, json: bool = False) -> str:
+    """``text`` with every control character written as an escape (``\\x1b``, ``\\u202e``).
+
+    ``keep_newlines`` leaves ``\\n`` and ``\\t`` alone (multi-line output); ``json`` writes
+    every escape as ``\\uXXXX``, which is also valid inside JSON strings (JSON itself escapes
+    only C0 controls, so C1 controls and bidi overrides would reach the terminal raw)."""
 
     def escape(m: re.Match[str]) -> str:
         c = m.group()
         if keep_newlines and c in "\n\t":
             return c
-        return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+        if json or ord(c) >= 0x100:
+            return f"\\u{ord(c):04x}"
+        return f"\\x{ord(c):02x}"
 
     return _INVISIBLE.sub(escape, text)
 
@@ -57,13 +63,14 @@ class GeError(Exception):
         """The location prefix, or ``""`` when the error names no place."""
         parts: list[str] = []
         if self.file:
-            parts.append(self.file)
+            parts.append(visible(self.file))
         if self.node is not None:
-            parts.append(f"node '{self.node}'" + (f" ({self.op})" if self.op else ""))
+            op = f" ({visible(self.op)})" if self.op else ""
+            parts.append(f"node '{visible(self.node)}'{op}")
         elif self.op:
-            parts.append(f"op {self.op}")
+            parts.append(f"op {visible(self.op)}")
         if self.tensor is not None:
-            parts.append(f"tensor '{self.tensor}'")
+            parts.append(f"tensor '{visible(self.tensor)}'")
         return ": ".join(parts)
 
     def with_place(

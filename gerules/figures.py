@@ -138,3 +138,32 @@ def cast_warning(figures: Mapping[str, Any], fraction: float = CAST_WARN) -> str
     return (f"{count} Casts take {us:.1f} us, {100 * us / total:.0f}% of the estimate (over "
             f"{100 * fraction:.0f}%): the dtype changes eat part of the float16 gain; "
             "force_fp16, or a mixed-precision list that keeps neighbours together, needs fewer")
+
+
+def pipeline_summary(pipe: Any) -> dict[str, Any] | None:
+    """A pipelined model's stages and schedule estimate, without the per-event timeline
+    (``None`` when there is none, or when a tampered report holds something else)."""
+    if not pipeline_shaped(pipe):
+        return None
+    keys = ("nodes", "compute_us", "transfer_us", "us", "transfer_bytes", "weights_bytes",
+            "arena_bytes", "activation_bytes")
+    schedule = {k: v for k, v in pipe.get("schedule", {}).items() if k != "events"}
+    return {"method": pipe.get("method"), "link": pipe.get("link"),
+            "balance": pipe.get("balance"), "transfer_bytes": pipe.get("transfer_bytes"),
+            "stages": [{"stage": s.get("stage"), **{k: s.get(k) for k in keys}}
+                       for s in pipe.get("stages", [])],
+            "schedule": schedule}
+
+
+def pipeline_shaped(pipe: Any) -> bool:
+    """The record's ``pipeline`` has the types these views read (the REPORT section is
+    checked against its checksum, not against a schema)."""
+    numbers = ("nodes", "compute_us", "transfer_us", "transfer_bytes", "weights_bytes")
+    return (isinstance(pipe, dict) and isinstance(pipe.get("stages"), list)
+            and isinstance(pipe.get("link", {}), dict)
+            and isinstance(pipe.get("schedule", {}), dict)
+            and isinstance(pipe.get("balance", 0), int | float)
+            and all(isinstance(st, dict) and all(isinstance(st.get(k), int | float)
+                                                 for k in numbers)
+                    and isinstance(st.get("arena_bytes", 0), int)
+                    for st in pipe["stages"]))

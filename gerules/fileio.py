@@ -42,15 +42,17 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import errno
+import functools
 import os
 import signal
 import stat
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from .errors import GeError, ModelError, UsageError
 
@@ -176,6 +178,98 @@ def read_input_text(path: str | os.PathLike[str], *, limit: int, what: str = "a 
     return text[1:] if text.startswith("\ufeff") else text
 
 
+MAX_DEPTH = 100  # nesting of untrusted JSON and YAML documents
+
+
+def parse_json(text: str | bytes, *, where: str, kind: type[GeError] = ModelError,
+               file: str | None = None) -> Any:
+    """JSON from an untrusted file: bad syntax at its ``line:col``, and no nesting or number
+    that makes the parser recurse or compute without bound (``RecursionError``, 5,000-digit
+    integers) escapes as anything but ``kind`` naming ``where`` (and ``file``)."""
+    import json
+
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:  # ``where`` is a file, or a place inside ``file``
+        at = f"{where}:{e.lineno}:{e.colno}" if file is None else f"{where} at {e.lineno}:{e.colno}"
+        raise kind(f"{at}: not valid JSON: {e.msg}", file=file) from None
+    except RecursionError:
+        raise kind(f"{where}: not valid JSON: nested too deeply", file=file) from None
+    except (ValueError, UnicodeDecodeError) as e:  # Python's limit on digits in an integer
+        raise kind(f"{where}: not valid JSON: {_value_error(e)}", file=file) from None
+    _check_depth(data, where, kind, "JSON", file)
+    return data
+
+
+def parse_yaml(text: str, *, where: str, kind: type[GeError] = ModelError) -> Any:
+    """YAML from an untrusted file with the safe loader, refusing anchors and aliases (a
+    600-byte alias bomb expands to gigabytes), nesting over ``MAX_DEPTH`` and huge numbers."""
+    import yaml
+
+    try:
+        data = yaml.load(text, Loader=_no_alias_loader())  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        at = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        raise kind(f"{where}{at}: not valid YAML: {e.problem or e.context}") from None
+    except yaml.YAMLError as e:
+        raise kind(f"{where}: not valid YAML: {str(e).splitlines()[0]}") from None
+    except RecursionError:
+        raise kind(f"{where}: not valid YAML: nested too deeply") from None
+    except ValueError as e:  # Python's limit on digits in an integer
+        raise kind(f"{where}: not valid YAML: {_value_error(e)}") from None
+    _check_depth(data, where, kind, "YAML", None)
+    return data
+
+
+def _value_error(e: ValueError) -> str:
+    if "digits" in str(e):
+        return f"a number has more than {sys.get_int_max_str_digits()} digits"
+    return str(e).splitlines()[0][:120]
+
+
+def _check_depth(data: Any, where: str, kind: type[GeError], fmt: str, file: str | None
+                 ) -> None:
+    stack = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise kind(f"{where}: {fmt} nested deeper than {MAX_DEPTH} levels", file=file)
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+
+
+@functools.cache
+def _no_alias_loader() -> type:
+    """Built on first use: importing yaml costs start-up time."""
+    import yaml
+
+    class NoAliasLoader(yaml.SafeLoader):  # type: ignore[misc]
+        """``yaml.SafeLoader`` that refuses anchors and aliases and deep nesting."""
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise yaml.composer.ComposerError(
+                    None, None, "aliases (*name) are not allowed", event.start_mark)
+            event = self.peek_event()
+            if getattr(event, "anchor", None) is not None:
+                raise yaml.composer.ComposerError(
+                    None, None, "anchors (&name) are not allowed", event.start_mark)
+            self._depth = getattr(self, "_depth", 0) + 1
+            try:
+                if self._depth > MAX_DEPTH:
+                    raise yaml.composer.ComposerError(
+                        None, None, f"nested deeper than {MAX_DEPTH} levels", event.start_mark)
+                return super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
+
+    return NoAliasLoader
+
+
 def inside(path: str | os.PathLike[str], roots: Iterable[str | os.PathLike[str]]) -> bool:
     """Whether ``path``, every symlink resolved, lies under one of ``roots`` (also resolved)."""
     real = Path(os.path.realpath(path))
@@ -228,9 +322,11 @@ def _check_replaceable(target: Path, kind: type[GeError]) -> None:
 
 @dataclass
 class _Pending:
-    """Renames deferred to the end of an ``all_or_none`` block: (temporary, target)."""
+    """Renames deferred to the end of an ``all_or_none`` block: (temporary, target), and the
+    folders the block created (removed again, when still empty, if the block fails)."""
 
     renames: list[tuple[str, Path]] = field(default_factory=list)
+    folders: list[Path] = field(default_factory=list)
 
 
 _PENDING: contextvars.ContextVar[_Pending | None] = contextvars.ContextVar(
@@ -247,15 +343,39 @@ def all_or_none() -> Iterator[None]:
         return
     pending = _Pending()
     token = _PENDING.set(pending)
+    done = False
     try:
         yield
         _commit(pending.renames)
+        done = True
     finally:
         _PENDING.reset(token)
         with signals_held():
             for tmp, _ in pending.renames:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
+            for folder in reversed(pending.folders if not done else []):
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+
+
+def output_folder(path: str | os.PathLike[str], *, flag: str) -> Path:
+    """The folder ``path`` for outputs, created when missing (and removed again, if still
+    empty, when the ``all_or_none`` block around it fails); ``UsageError`` naming ``flag``."""
+    folder = Path(path)
+    try:
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            raise UsageError(f"{flag} {_short(folder)}: exists and is not a folder")
+        if folder.is_dir():
+            return folder
+        with signals_held():
+            folder.mkdir(parents=True)
+            pending = _PENDING.get()
+            if pending is not None:
+                pending.folders.append(folder)
+    except OSError as e:
+        raise UsageError(f"{flag} {_short(folder)}: cannot create it: {os_reason(e)}") from None
+    return folder
 
 
 def _commit(renames: Sequence[tuple[str, Path]]) -> None:
@@ -270,10 +390,14 @@ def _commit(renames: Sequence[tuple[str, Path]]) -> None:
 
 
 @contextlib.contextmanager
-def atomic_open(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
-    """Open a temp file beside ``path`` for binary writing; rename onto ``path`` on success."""
+def atomic_open(path: str | os.PathLike[str], *, standalone: bool = False
+                ) -> Iterator[BinaryIO]:
+    """Open a temp file beside ``path`` for binary writing; rename onto ``path`` on success.
+
+    ``standalone``: renamed at once even inside ``all_or_none`` (a cache, not an output).
+    """
     target = Path(path)
-    pending = _PENDING.get()
+    pending = None if standalone else _PENDING.get()
     # A signal between creating the temp file and the ``try`` below would leave it behind,
     # so the ending signals are held until we are inside it (then delivered, file removed).
     with signals_held():
@@ -400,9 +524,10 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes | Callable[[BinaryIO], None]) -> Path:
+def atomic_write(path: str | os.PathLike[str], data: bytes | Callable[[BinaryIO], None], *,
+                 standalone: bool = False) -> Path:
     """Write ``data`` (bytes, or a function that writes to the file) atomically to ``path``."""
-    with atomic_open(path) as f:
+    with atomic_open(path, standalone=standalone) as f:
         if callable(data):
             data(f)
         else:

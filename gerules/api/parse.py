@@ -13,7 +13,8 @@ Invariants:
 - Caffe, MindIR and TensorFlow models go through ``gerules.frontends.formats.load`` (as the
   CLI's ``--framework=0/1/3``), by path only.
 - PyTorch archives (``.pt``, ``.pth``, ``.pt2`` or ``framework="pytorch"``) go through
-  ``gerules.frontends.torch.convert_archive`` with ``input_shape`` as the trace shapes; a
+  ``gerules.frontends.torch.convert_archive`` with ``input_shape`` as the trace shapes (checked,
+  then converted in the isolated worker; ``trust_archive`` as the CLI's); a
   missing ``torch`` extra or frontend is a ``UsageError`` that says what to do, found at call
   time (importing this module never imports torch).
 """
@@ -38,7 +39,8 @@ FORMATS = ("NCHW", "NHWC", "ND")
 
 def parse_model(source: Source | onnx.ModelProto, input_shape: InputShape | None = None,
                 input_format: str | None = None, *, framework: str | None = None,
-                weight: str | os.PathLike[str] | None = None) -> Graph:
+                weight: str | os.PathLike[str] | None = None,
+                trust_archive: bool = False) -> Graph:
     """Load a model and fix its input shapes.
 
     ``source`` is an ONNX file path, its bytes or an ``onnx.ModelProto``, or the path of a
@@ -48,12 +50,13 @@ def parse_model(source: Source | onnx.ModelProto, input_shape: InputShape | None
     atc's text form. ``input_format`` is ``"NCHW"``, ``"NHWC"`` or ``"ND"`` (checked and
     recorded only). ``framework`` is ``"onnx"``, ``"pytorch"``, ``"caffe"``,
     ``"mindspore"``, ``"tensorflow"`` or atc's number (default: by the path).
+    ``trust_archive`` is the CLI's ``--trust_archive`` (docs/SECURITY.md).
     """
     fmt = None if input_format is None else format_name(input_format)
     shapes = input_shapes(input_shape)
     kind = _framework(source, framework)
     if kind == "pytorch":
-        graph = _load_torch(source, shapes)
+        graph = _load_torch(source, shapes, trust_archive)
     elif kind == "onnx":
         graph = _load_onnx(source)
     else:
@@ -167,7 +170,7 @@ def _load_onnx(source: Any) -> Graph:
     return load_model(serialize())
 
 
-def _load_torch(source: Any, shapes: Mapping[str, Sequence[int]]) -> Graph:
+def _load_torch(source: Any, shapes: Mapping[str, Sequence[int]], trust: bool) -> Graph:
     if not isinstance(source, str | os.PathLike):
         raise UsageError("parse_model: a PyTorch model is given as a file path; for an "
                          "nn.Module use gerules.frontends.torch.convert(module, inputs)")
@@ -175,7 +178,7 @@ def _load_torch(source: Any, shapes: Mapping[str, Sequence[int]]) -> Graph:
     if convert is None:
         raise UsageError("the torch frontend (gerules.frontends.torch) has no "
                          "convert_archive(); export the model to ONNX and parse that")
-    graph: Graph = convert(source, dict(shapes))
+    graph: Graph = convert(source, dict(shapes), trust=trust)
     return graph
 
 

@@ -121,8 +121,8 @@ def om_path(args: argparse.Namespace) -> Path:
 
 def om_to_json(args: argparse.Namespace) -> int:
     """``--mode=1``: the .om as JSON, like ``ge-rewrite inspect``."""
+    from ..om.describe import describe
     from ..om.reader import OmFile
-    from .cmd_inspect import describe
 
     with OmFile(om_path(args)) as om:
         doc = describe(om)
@@ -164,17 +164,20 @@ def pre_check(args: argparse.Namespace, model: Path, framework: str) -> int:
     elif framework == "mindspore":
         result = precheck.precheck_mindir(model, shapes)
     else:
-        result = precheck.precheck(_onnx_bytes(model, framework, shapes), str(model))
+        result = precheck.precheck(_onnx_bytes(model, framework, shapes, args), str(model))
     atomic_write(out, json.dumps(result, indent=1).encode())
     print(summary.precheck_text(result, out))
     return 0 if result["result"] == "success" else 1
 
 
-def _onnx_bytes(model: Path, framework: str, shapes: dict[str, tuple[int, ...]]) -> bytes:
+def _onnx_bytes(model: Path, framework: str, shapes: dict[str, tuple[int, ...]],
+                args: argparse.Namespace) -> bytes:
     if framework == "pytorch":
         from ..frontends.torch import archive_onnx
+        from . import options
 
-        return archive_onnx(model, shapes)
+        return archive_onnx(model, shapes, trust=args.trust_archive,
+                            budgets=options.budgets(args))
     from ..onnx_io.load import read_file
 
     return read_file(model)

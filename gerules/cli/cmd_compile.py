@@ -14,21 +14,20 @@ Invariants:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import logging
+import os
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ..compiler import CompileOptions, compile_model
-from ..errors import ModelError, ResourceLimit, UsageError
+from ..errors import ModelError, ResourceLimit, UsageError, visible
 from ..fileio import atomic_write, check_output_path
 from ..ir.graph import Graph
-from ..onnx_io import DEFAULT_MAX_TENSOR_BYTES, load_model
+from ..onnx_io import load_model
 from . import atc, options, started, summary
 from .progress import Progress
 
@@ -183,7 +182,11 @@ def run(args: argparse.Namespace) -> int:
 def _output(args: argparse.Namespace) -> Path:
     if not args.output:
         raise UsageError("compile: --output NAME is required (writes NAME.om)")
-    return Path(args.output if args.output.endswith(".om") else f"{args.output}.om")
+    name = args.output
+    if name.endswith(("/", os.sep)) or Path(name).name in ("", ".", "..", ".om"):
+        raise UsageError(f"--output {visible(name[:200])!r}: give a file name, e.g. "
+                         "'out/model' (writes out/model.om), not a folder")
+    return Path(name if name.endswith(".om") else f"{name}.om")
 
 
 def _compile(args: argparse.Namespace, source: Path, framework: str) -> int:
@@ -213,57 +216,41 @@ def _compile(args: argparse.Namespace, source: Path, framework: str) -> int:
                                    progress=progress, phases=loaded)
         except (ModelError, ResourceLimit) as e:  # found in the model after loading it
             raise e.with_place(file=str(source))
-        written: list[Path] = [result.path]
-        with _all_or_none(written):  # the .om and the files beside it, or none of them
-            phases = dict(result.phases)
-            start = time.perf_counter()
-            written += _write_report(args, result, progress) if args.report else []
-            written.append(_write_fusion_result(fusion_json, result.report))
-            if onnx_out is not None:
-                from ..onnx_io import save_model
+        written: list[Path] = [result.path]  # renamed into place with the others at the end
+        phases = dict(result.phases)
+        start = time.perf_counter()
+        written += _write_report(args, result, progress) if args.report else []
+        written.append(_write_fusion_result(fusion_json, result.report))
+        if onnx_out is not None:
+            from ..onnx_io import save_model
 
-                written.append(save_model(result.graph, onnx_out))
-            phases["report"] = time.perf_counter() - start
-            progress.close()
-            print(summary.conversion_summary(result.report, phases))
-            print(f"wrote {result.path} ({summary.mib(result.path.stat().st_size)}, "
-                  f"{len(result.build.variants)} variant(s))")
-            for path in written[1:]:
-                print(f"wrote {path}")
-            sys.stdout.flush()
+            written.append(save_model(result.graph, onnx_out))
+        phases["report"] = time.perf_counter() - start
+        progress.close()
+        print(summary.conversion_summary(result.report, phases))
+        print(f"wrote {result.path} ({summary.mib(result.build.size)}, "
+              f"{len(result.build.variants)} variant(s))")
+        for path in written[1:]:
+            print(f"wrote {path}")
+        sys.stdout.flush()
     return 0
-
-
-@contextlib.contextmanager
-def _all_or_none(written: list[Path]) -> Iterator[None]:
-    """Remove every file in ``written`` when the block fails or is interrupted, so a
-    conversion leaves all its outputs or none (the .om alone would be a partial result). A
-    closed stdout (``| head``) is not a failure of the conversion: the files stay."""
-    try:
-        yield
-    except BrokenPipeError:
-        raise
-    except BaseException:
-        for path in written:
-            with contextlib.suppress(OSError):
-                path.unlink()
-        raise
 
 
 def _load(source: Path, framework: str, opts: CompileOptions, args: argparse.Namespace
           ) -> Graph:
+    budgets = options.budgets(args)
     if framework == "pytorch":
         from ..frontends.torch import convert_archive
 
         batch = min(opts.dynamic_batch_size or (1,))
         return convert_archive(source, opts.input_shape, batch=batch,
-                               trust=args.trust_archive)
+                               trust=args.trust_archive, budgets=budgets)
     if framework != "onnx":
         from ..frontends.formats import load
 
         return load(source, framework, opts.input_shape, weight=args.weight,
                     out_nodes=options.out_nodes(args.out_nodes))
-    return load_model(source, max_bytes=DEFAULT_MAX_TENSOR_BYTES)
+    return load_model(source, budgets=budgets)
 
 
 def _tensorflow_options(opts: CompileOptions, graph: Graph) -> CompileOptions:

@@ -10,11 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
-from .. import figures
+from ..om.describe import describe
 from ..om.reader import OmFile
-from . import summary
+from . import options
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -23,29 +22,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                                    "definition and report as JSON (atc --mode=1).")
     p.add_argument("model", type=Path, help="compiled model (.om)")
     p.add_argument("--compact", action="store_true", help="one line instead of indented JSON")
+    options.add_budget_flags(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    with OmFile(args.model) as om:
+    with OmFile(args.model, budgets=options.budgets(args)) as om:
         doc = describe(om)
     print(json.dumps(doc, indent=None if args.compact else 1, ensure_ascii=False))
     return 0
-
-
-def describe(om: OmFile) -> dict[str, Any]:
-    """Header, sections, MODEL_DEF, REPORT; for a pipelined model first its stages (estimated
-    time, weights, arena, bytes received per micro-batch) and the schedule's estimate."""
-    h = om.header
-    report = om.report()
-    pipe = summary.pipeline_summary(figures.of_report(report).get("pipeline"))
-    return {
-        "file": om.path,
-        "header": {"format_version": f"{h.major}.{h.minor}", "flags": h.flags,
-                   "header_size": h.header_size, "file_size": h.file_size},
-        "sections": [{"kind": s.name, "offset": s.offset, "length": s.length,
-                      "sha256": s.digest.hex()} for s in om.sections],
-        **({"pipeline": pipe} if pipe else {}),
-        "model_def": om.raw_model_def(),
-        "report": report,
-    }

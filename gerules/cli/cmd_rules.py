@@ -26,7 +26,7 @@ from ..dsl import Built, RuleLibrary, build_library, parse_library
 from ..dsl.ast import RuleFile, RulesetDecl
 from ..dsl.errors import RuleError
 from ..dsl.library import user_paths
-from ..errors import UsageError
+from ..errors import UsageError, visible
 from . import options
 
 
@@ -86,7 +86,7 @@ def build(args: argparse.Namespace, lib: RuleLibrary, soundness: bool) -> Built:
 
 def report(errors: Sequence[RuleError]) -> None:
     for e in errors:
-        print(e.render(), file=sys.stderr)
+        print(visible(e.render(), keep_newlines=True), file=sys.stderr)
 
 
 def notes(built: Built, unscheduled: bool = True) -> None:

@@ -9,21 +9,19 @@ Invariants:
 - stdout gets one table row per output: name, shape, dtype, sum and a short hash
   (``checksum``); nothing else goes to stdout, so runs can be compared with ``diff``.
 - ``--output-dir DIR`` is created when missing, but only once the model has run; each output
-  goes to ``<name>.npy`` with characters outside ``[A-Za-z0-9._-]`` replaced by ``_`` (a name
-  that collides after that gets ``_2``, ``_3``...). All files are written to temporary files
-  first and renamed at the end, so a failure leaves no new or partial file behind.
+  goes to a visible ``<name>.npy`` (``file_names``). All files are written to temporary files
+  first and renamed together at the end (``fileio.all_or_none``), so a failure leaves no new
+  or partial file behind and no existing file replaced; an existing target that is not a
+  regular file is refused.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import logging
-import os
 import re
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,12 +31,14 @@ from typing import Any
 import numpy as np
 
 from ..build import check_budget
-from ..errors import GeError, ModelError, UsageError
+from ..errors import GeError, ModelError, UsageError, visible
+from ..fileio import all_or_none, atomic_write, check_output_path, output_folder
 from ..ir.dims import symbol_sizes
 from ..ir.graph import Value
-from ..onnx_io import DEFAULT_MAX_TENSOR_BYTES, load_model
+from ..onnx_io import load_model
+from ..runtime import feeds
 from ..runtime.executor import Executor
-from . import feeds
+from . import options
 
 log = logging.getLogger(__name__)
 
@@ -59,13 +59,14 @@ class Runnable:
 
 
 def load_onnx(path: Path, args: argparse.Namespace) -> Runnable:
-    graph = load_model(path, max_bytes=args.max_tensor_bytes)
+    budgets = options.budgets(args)
+    graph = load_model(path, budgets=budgets)
     try:  # a tensor over the budget (a ConstantOfShape bomb) is refused before anything runs
-        check_budget(graph, args.max_tensor_bytes)
+        check_budget(graph, budgets)
     except GeError as e:
         raise e.with_place(file=str(path)) from None
     required = tuple(v for v in graph.inputs if v.name not in graph.initializers)
-    return Runnable(required, graph.output_names, Executor(graph).run)
+    return Runnable(required, graph.output_names, Executor(graph, budgets=budgets).run)
 
 
 def load_om(path: Path, args: argparse.Namespace) -> Runnable:
@@ -78,7 +79,8 @@ def load_om(path: Path, args: argparse.Namespace) -> Runnable:
         return _load_pipeline(path, args, devices)
     if getattr(args, "ray_address", None):
         raise UsageError("--ray_address needs --devices K (a model compiled with --partitions)")
-    model = Model.load(path, streams=getattr(args, "streams", None))
+    model = Model.load(path, streams=getattr(args, "streams", None),
+                       budgets=options.budgets(args))
     inputs = tuple(Value.of(d.name, d.dtype, d.shape) for d in model.inputs)
     ranges = tuple(v.ranges for v in model.variants if v.ranges)
     gears = (tuple(v.dims for v in model.variants)
@@ -129,11 +131,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--input-shape", "--input_shape", action="append", default=[],
                    metavar="NAME:D0,D1,...", help="shape of a random input ('a:1,3;b:2' or "
                    "repeated); symbolic dims not given are 1")
-    p.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
+    p.add_argument("--seed", type=_seed, default=0, help="seed for random inputs (default 0)")
     p.add_argument("--output-dir", type=Path, help="save each output as <name>.npy here "
                    "(created if missing)")
-    p.add_argument("--max-tensor-bytes", type=_byte_count, default=DEFAULT_MAX_TENSOR_BYTES,
-                   help="refuse tensors larger than this (default 4 GiB)")
+    options.add_budget_flags(p)
     p.set_defaults(func=run)
 
 
@@ -147,10 +148,10 @@ def _positive(text: str) -> int:
     return value
 
 
-def _byte_count(text: str) -> int:
+def _seed(text: str) -> int:
     value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be > 0")
+    if not 0 <= value < 2**64:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 2**64 - 1, got {text[:40]}")
     return value
 
 
@@ -291,67 +292,40 @@ MAX_STEM = 200
 
 
 def file_names(names: Sequence[str]) -> dict[str, str]:
-    """Output name -> a safe, unique ``.npy`` file name."""
+    """Output name -> a safe, visible, unique ``.npy`` file name.
+
+    Characters outside ``[A-Za-z0-9._-]`` (path separators, control characters) become ``_``;
+    a name that would start with ``.`` (``.``, ``..``, ``../../x``: hidden or special files)
+    gets a leading ``_``; long names are cut and made unique with a hash; a name that
+    collides after all that (case-insensitively) gets ``_2``, ``_3``...
+    """
     out: dict[str, str] = {}
     used: set[str] = set()
     for name in names:
         stem = _UNSAFE.sub("_", name) or "_"
+        if stem.startswith("."):
+            stem = "_" + stem
         if len(stem) > MAX_STEM:
             stem = stem[:MAX_STEM - 13] + "_" + hashlib.sha256(name.encode()).hexdigest()[:12]
         candidate, k = stem, 1
         while candidate.lower() in used:
             k += 1
             candidate = f"{stem}_{k}"
-        if k > 1:
-            log.warning("output '%s' is saved as %s.npy (its name collides)", name, candidate)
+        if candidate != name:
+            log.warning("output '%s' is saved as %s.npy", visible(name), candidate)
         used.add(candidate.lower())
         out[name] = candidate + ".npy"
     return out
 
 
 def save_outputs(outputs: Mapping[str, np.ndarray], folder: Path) -> dict[str, Path]:
-    """Write every output to ``folder`` all-or-nothing; returns name -> path."""
-    if folder.exists() and not folder.is_dir():
-        raise UsageError(f"--output-dir {folder}: exists and is not a folder")
-    created = not folder.exists()
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"--output-dir {folder}: cannot create it: {e.strerror}") from None
-    targets = {name: folder / fname for name, fname in file_names(list(outputs)).items()}
-    temps: list[str] = []
-    try:
+    """Write every output to ``folder`` (created when missing) all or none; name -> path."""
+    with all_or_none():
+        out = output_folder(folder, flag="--output-dir")
+        targets = {name: out / fname for name, fname in file_names(list(outputs)).items()}
+        for target in targets.values():  # every target checked before anything is written
+            check_output_path(target)
         for name, target in targets.items():
-            temps.append(_write_temp(folder, target.name, outputs[name]))
-        for tmp, target in zip(temps, targets.values(), strict=True):
-            os.replace(tmp, target)
-    except OSError as e:
-        raise GeError(f"cannot write outputs: {e.strerror or e}", file=str(folder)) from None
-    finally:
-        for tmp in temps:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-        if created and not any(folder.iterdir()):
-            folder.rmdir()
+            array = np.asarray(outputs[name])
+            atomic_write(target, lambda f, a=array: np.save(f, a, allow_pickle=False))
     return targets
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def _write_temp(folder: Path, name: str, array: np.ndarray) -> str:
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual mode
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, np.asarray(array), allow_pickle=False)
-            f.flush()
-            os.fsync(f.fileno())
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return tmp

@@ -11,10 +11,17 @@ Invariants:
 - An unknown flag is one line naming it, with the closest known flag ("did you mean"), exit 2.
 - Exit codes (``EXIT_CODES``, printed by ``--help``): every ``GeError`` becomes one line
   ``ge-rewrite: error: <place>: <reason>`` on stderr and its ``exit_code`` (1 bad input, 2
-  usage, 3 limits); argparse misuse exits 2; Ctrl-C exits 130; a closed stdout (``| head``)
-  exits quietly; any other exception is an internal error (exit 70, one line, the traceback
-  only with ``--debug``).
+  usage, 3 limits); argparse misuse exits 2 (a bad ``GE_LOG`` too); Ctrl-C, SIGTERM and
+  SIGHUP exit 130, 143 and 129 after every temporary file is removed (``signals``);
+  ``--timeout`` is exit 3; a closed stdout (``| head``) exits 141 quietly (the outputs, all
+  written by then, stay); a stdout that cannot be written (``/dev/full``) is one line and
+  exit 1; any other exception is an internal error (exit 70, one line, the traceback only
+  with ``--debug``).
 - ``--quiet`` prints nothing but errors: stdout goes nowhere and the log level is ``error``.
+- Nothing a model names reaches the terminal raw: stdout, log lines and error lines escape
+  control characters and bidirectional overrides (``errors.visible``).
+- Every command runs inside ``fileio.all_or_none``: its output files appear together at the
+  end, or none of them.
 """
 
 from __future__ import annotations
@@ -22,17 +29,20 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import io
 import logging
 import os
 import shlex
 import sys
 import traceback
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TextIO
 
-from ..errors import GeError
+from ..errors import GeError, ResourceLimit, visible
+from ..fileio import all_or_none, os_reason
 from . import mark_start
 from .atc import route
+from .signals import Stopped, Timeout, deadline, exit_code, handle_signals, words
 
 PROG = "ge-rewrite"
 
@@ -41,8 +51,10 @@ COMMANDS: tuple[str, ...] = ("compile", "optimize", "run", "inspect", "rules", "
 LOG_LEVELS = ("debug", "info", "warning", "error", "null")
 EXIT_CODES = {0: "done", 1: "bad input: a model, rule, .om, .npy or other file, or what it "
               "holds", 2: "bad command line: a flag, a value, a combination",
-              3: "a size or time limit", 70: "internal error (a bug in gerules)",
-              130: "interrupted (Ctrl-C)"}
+              3: "a size or time limit (a budget flag or --timeout raises it)",
+              70: "internal error (a bug in gerules)", 129: "hung up (SIGHUP)",
+              130: "interrupted (Ctrl-C)", 141: "stdout closed (| head)",
+              143: "terminated (SIGTERM)"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -82,8 +94,9 @@ def log_level(text: str) -> str:
     if level not in LOG_LEVELS:
         from ..ir.registry import suggest
 
-        raise argparse.ArgumentTypeError(f"'{text}' is not a log level{suggest(level, LOG_LEVELS)}"
-                                         f"; choose one of {', '.join(LOG_LEVELS)}")
+        raise argparse.ArgumentTypeError(f"'{visible(text)}' is not a log level"
+                                         f"{suggest(level, LOG_LEVELS)}; choose one of "
+                                         f"{', '.join(LOG_LEVELS)}")
     return level
 
 
@@ -183,13 +196,22 @@ def _command_parser(parser: _Parser, args: argparse.Namespace) -> _Parser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    handle_signals()  # SIGTERM and SIGHUP end the command the way Ctrl-C does
     mark_start()
+    stdout = sys.stdout
+    try:
+        sys.stdout = _Guarded(stdout)
+        return _main(argv)
+    except (KeyboardInterrupt, Stopped) as e:  # also while the subcommand is imported
+        print(f"{PROG}: {words(e)}", file=sys.stderr)
+        return exit_code(e)
+    finally:
+        sys.stdout = stdout
+
+
+def _main(argv: Sequence[str] | None) -> int:
     raw = list(sys.argv[1:] if argv is None else argv)
-    try:  # importing the subcommand takes a moment: Ctrl-C then is no traceback either
-        parsed = _parse(raw)
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+    parsed = _parse(raw)
     if isinstance(parsed, str):
         print(parsed, file=sys.stderr)
         return 2
@@ -198,25 +220,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        with _quiet(args.quiet):
-            code = int(args.func(args) or 0)
-            sys.stdout.flush()
+        closed = False
+        with deadline(getattr(args, "timeout", None)), all_or_none():
+            try:
+                with _quiet(args.quiet):
+                    code = int(args.func(args) or 0)
+                    sys.stdout.flush()
+            except BrokenPipeError:  # the reader went away after the work was done
+                closed = True
+        if closed:
+            _silence_stdout()
+            return 141
         return code
     except GeError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
+        if isinstance(e, OutputError):
+            _silence_stdout()
         return e.exit_code
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        _silence_stdout()
-        return 141
+    except Timeout as e:
+        print(f"{PROG}: error: the command ran longer than --timeout {e.seconds:g} s "
+              "(raise it with --timeout)", file=sys.stderr)
+        return ResourceLimit.exit_code
     except Exception as e:  # an internal error: a bug in gerules, not bad input
         if args.debug:
             traceback.print_exc()
         detail = f"{type(e).__name__}: {e}".splitlines()[0] if str(e) else type(e).__name__
-        print(f"{PROG}: internal error: {detail} (rerun with --debug for a traceback)",
-              file=sys.stderr)
+        print(f"{PROG}: internal error: {visible(detail)} (rerun with --debug for a "
+              "traceback)", file=sys.stderr)
         return 70
 
 
@@ -231,10 +261,56 @@ def _parse(raw: list[str]) -> tuple[_Parser, argparse.Namespace] | str:
     args.command_line = shlex.join([PROG, *raw])  # recorded verbatim in what we write
     level = "error" if args.quiet and args.log != "null" else args.log
     if level != "null":
-        logging.basicConfig(level=level.upper(), format=f"{PROG}: %(levelname)s: %(message)s")
+        handler = logging.StreamHandler()
+        handler.setFormatter(_Visible(f"{PROG}: %(levelname)s: %(message)s"))
+        logging.basicConfig(level=level.upper(), handlers=[handler])
     else:  # no handler at all would make logging print warnings through its last resort
         logging.getLogger().addHandler(logging.NullHandler())
     return parser, args
+
+
+class OutputError(GeError):
+    """Standard output cannot be written (a full disk, ``/dev/full``, an I/O error)."""
+
+
+class _Visible(logging.Formatter):
+    """Log lines with model-provided names made harmless for the terminal."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return visible(super().format(record), keep_newlines=True)
+
+
+class _Guarded(io.TextIOBase):
+    """``sys.stdout`` for people: control characters from model names are escaped (``\\uXXXX``,
+    valid in JSON too; newlines and tabs kept) and write errors (other than a closed pipe)
+    are an ``OutputError``."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self._inner = inner
+
+    def write(self, text: str) -> int:
+        self._call(self._inner.write, visible(text, keep_newlines=True, json=True))
+        return len(text)
+
+    def flush(self) -> None:
+        self._call(self._inner.flush)
+
+    def fileno(self) -> int:
+        return self._inner.fileno()
+
+    def isatty(self) -> bool:
+        return self._inner.isatty()
+
+    def __getattr__(self, name: str) -> Any:  # encoding, buffer, ...: the real stream's
+        return getattr(self._inner, name)
+
+    def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise OutputError(f"cannot write to standard output: {os_reason(e)}") from None
 
 
 @contextlib.contextmanager
@@ -247,7 +323,8 @@ def _quiet(on: bool) -> Iterator[None]:
 
 
 def _silence_stdout() -> None:
-    """After EPIPE, point stdout at /dev/null so the interpreter's final flush is quiet."""
+    """After a failed write, point stdout at /dev/null so the interpreter's final flush is
+    quiet (what is still buffered can go nowhere else)."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
 

@@ -11,13 +11,16 @@ import argparse
 import logging
 from typing import Any
 
+from ..budgets import DEFAULT as DEFAULT_BUDGETS
+from ..budgets import FLAGS as BUDGET_FLAGS
+from ..budgets import Budgets
 from ..compiler import fix_input_shapes
 from ..cost import DEFAULT_SOC
 from ..errors import UsageError
 from ..ir.graph import Graph
 from ..ir.registry import suggest
 from ..ir.verify import verify
-from ..onnx_io import DEFAULT_MAX_TENSOR_BYTES, load_model
+from ..onnx_io import load_model
 from ..opt.optimize import LEVELS, TARGETS, OptimizeOptions, rule_library, switch_names
 from ..opt.switches import ATC_NAMES, Switches, read_switch_file
 from ..precision import (
@@ -48,6 +51,54 @@ def add_optimizer_flags(p: argparse.ArgumentParser, *, target: str) -> None:
                    metavar="NAME:D0,D1,...", help="fix input shapes ('a:1,3,224,224;b:1,8'; "
                    "-1 keeps a dim dynamic)")
     add_rules_flag(p)
+    add_budget_flags(p)
+
+
+def add_budget_flags(p: argparse.ArgumentParser, *, timeout: bool = True) -> None:
+    """The budgets of ``gerules.budgets`` as flags (atc-style and dashed spellings)."""
+    d = DEFAULT_BUDGETS
+    for name, help_text in (("tensor_bytes", "bytes of one tensor"),
+                            ("model_bytes", "bytes of all weights together"),
+                            ("archive_bytes", "bytes an archive (.pt, .pt2) may expand to"),
+                            ("nodes", "nodes of the graph"),
+                            ("node_outputs", "outputs of one node"),
+                            ("live_bytes", "bytes alive while running (arena and kernels)")):
+        flag = BUDGET_FLAGS[name]
+        p.add_argument(flag, flag.replace("_", "-"), dest=f"max_{name}",
+                       type=positive_int, default=getattr(d, name), metavar="N",
+                       help=f"refuse models that need more {help_text} (default "
+                       f"{getattr(d, name)}; exit 3)")
+    if timeout:
+        p.add_argument("--timeout", type=positive_seconds, default=None, metavar="SECONDS",
+                       help="stop with exit 3 when the command runs longer than this")
+
+
+def budgets(args: argparse.Namespace) -> Budgets:
+    """The ``Budgets`` of ``add_budget_flags``'s flags (defaults where a command has none)."""
+    fields = ("tensor_bytes", "model_bytes", "archive_bytes", "nodes", "node_outputs",
+              "live_bytes")
+    values = {f: getattr(args, f"max_{f}", getattr(DEFAULT_BUDGETS, f)) for f in fields}
+    return Budgets(**values, seconds=getattr(args, "timeout", None))
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text[:40]!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be > 0")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text[:40]!r}") from None
+    if not 0 < value < 1e9:
+        raise argparse.ArgumentTypeError("must be > 0")
+    return value
 
 
 def add_rules_flag(p: argparse.ArgumentParser) -> None:
@@ -73,7 +124,7 @@ def optimize_options(args: argparse.Namespace) -> OptimizeOptions:
 
 def load_with_shapes(args: argparse.Namespace) -> Graph:
     """The model of ``args.model``, with ``--input_shape`` applied (a batch dim may stay)."""
-    graph = load_model(args.model, max_bytes=DEFAULT_MAX_TENSOR_BYTES)
+    graph = load_model(args.model, budgets=budgets(args))
     if not args.input_shape:
         return graph
     fixed, _ = fix_input_shapes(graph, input_shapes(args.input_shape), keep_batch=True)

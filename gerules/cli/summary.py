@@ -141,39 +141,10 @@ def conversion_summary(report: Mapping[str, Any], phases: Mapping[str, float]) -
     return "\n".join(lines)
 
 
-def pipeline_summary(pipe: Any) -> dict[str, Any] | None:
-    """A pipelined model's stages and schedule estimate, without the per-event timeline
-    (``None`` when there is none, or when a tampered report holds something else)."""
-    if not _pipeline_shaped(pipe):
-        return None
-    keys = ("nodes", "compute_us", "transfer_us", "us", "transfer_bytes", "weights_bytes",
-            "arena_bytes", "activation_bytes")
-    schedule = {k: v for k, v in pipe.get("schedule", {}).items() if k != "events"}
-    return {"method": pipe.get("method"), "link": pipe.get("link"),
-            "balance": pipe.get("balance"), "transfer_bytes": pipe.get("transfer_bytes"),
-            "stages": [{"stage": s.get("stage"), **{k: s.get(k) for k in keys}}
-                       for s in pipe.get("stages", [])],
-            "schedule": schedule}
-
-
-def _pipeline_shaped(pipe: Any) -> bool:
-    """The record's ``pipeline`` has the types these views read (the REPORT section is
-    checked against its checksum, not against a schema)."""
-    numbers = ("nodes", "compute_us", "transfer_us", "transfer_bytes", "weights_bytes")
-    return (isinstance(pipe, dict) and isinstance(pipe.get("stages"), list)
-            and isinstance(pipe.get("link", {}), dict)
-            and isinstance(pipe.get("schedule", {}), dict)
-            and isinstance(pipe.get("balance", 0), int | float)
-            and all(isinstance(st, dict) and all(isinstance(st.get(k), int | float)
-                                                 for k in numbers)
-                    and isinstance(st.get("arena_bytes", 0), int)
-                    for st in pipe["stages"]))
-
-
 def pipeline_lines(pipe: Any) -> list[str]:
     """The stages (estimated time, weights, arena, bytes received per micro-batch) and the
     schedule's estimate, from the record's ``pipeline``."""
-    if not _pipeline_shaped(pipe):
+    if not figures.pipeline_shaped(pipe):
         return []
     link = pipe.get("link", {})
     lines = ["", f"pipeline: {len(pipe['stages'])} stages by {pipe.get('method')}, balance "
@@ -281,7 +252,8 @@ def om_info(om: OmFile) -> dict[str, Any]:
         "estimate_source_us": h.us_source if rec else None,
         "precision": rec.get("precision"),
         "layout": figures.layout_line(rec),
-        **({"pipeline": pipeline_summary(rec.get("pipeline"))} if rec.get("pipeline") else {}),
+        **({"pipeline": figures.pipeline_summary(rec.get("pipeline"))}
+           if rec.get("pipeline") else {}),
     }
 
 

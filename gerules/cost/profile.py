@@ -1,10 +1,11 @@
 """SoC profiles: the public peak figures the NPU cost model is built from.
 
 Invariants:
-- A profile is read from YAML (shipped ones from ``gerules.cost.profiles`` by name, or any file
-  by path) and validated on load: every unit has a positive peak for at least one dtype, a
-  positive launch overhead, a positive memory bandwidth. A bad profile raises ``UsageError``
-  naming the file and the field.
+- A profile is read from YAML (shipped ones from ``gerules.cost.profiles`` by name, or any
+  file by path through the safe reader and ``fileio.parse_yaml``: no aliases, bounded
+  nesting) and validated on load: every unit has a positive peak for at least one dtype, a
+  positive launch overhead, a positive memory bandwidth, a whole number of AI cores. A bad
+  profile raises ``UsageError`` naming the file and the field.
 - ``peak_flops(unit, dtype)`` falls back to the unit's ``any`` entry, then to its slowest
   listed dtype, so an op in an unlisted dtype is never estimated faster than a listed one.
 - A SoC name listed in ``profiles/closest.yaml`` (``Ascend910B4``, ``Ascend310B1``...) loads
@@ -22,15 +23,14 @@ import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..errors import UsageError
+from ..fileio import parse_yaml, read_input_text
 
 UNITS = ("cube", "vector", "scalar")
 DEFAULT_SOC = "Ascend910"
+MAX_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +85,8 @@ def shipped_profiles() -> list[str]:
 def closest_profiles() -> dict[str, str]:
     """SoC name -> the shipped profile that stands in for it (``profiles/closest.yaml``)."""
     text = resources.files("gerules.cost.profiles").joinpath(CLOSEST_FILE).read_text()
-    return {str(k): str(v) for k, v in (yaml.safe_load(text) or {}).items()}
+    return {str(k): str(v) for k, v in (parse_yaml(text, where=CLOSEST_FILE,
+                                                   kind=UsageError) or {}).items()}
 
 
 def soc_names() -> list[str]:
@@ -118,12 +119,9 @@ def profile_for(soc: str, aicore_num: int | None = None) -> SocProfile:
 def load_profile(name_or_path: str = DEFAULT_SOC) -> SocProfile:
     """A shipped profile by name (``Ascend910``) or a YAML file by path."""
     if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
-        path = Path(name_or_path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as e:
-            raise UsageError(f"{path}: cannot read SoC profile: {e.strerror}") from None
-        return parse_profile(text, str(path))
+        text = read_input_text(name_or_path, limit=MAX_BYTES, what="a SoC profile",
+                               kind=UsageError)
+        return parse_profile(text, name_or_path)
     names, closest = shipped_profiles(), closest_profiles()
     if name_or_path not in names and name_or_path not in closest:
         from ..ir.registry import suggest
@@ -142,10 +140,7 @@ def load_profile(name_or_path: str = DEFAULT_SOC) -> SocProfile:
 
 
 def parse_profile(text: str, where: str) -> SocProfile:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise UsageError(f"{where}: not valid YAML: {e}".splitlines()[0]) from None
+    data = parse_yaml(text, where=where, kind=UsageError)
     if not isinstance(data, dict):
         raise UsageError(f"{where}: a SoC profile is a mapping")
     peaks = _field(data, "peak_tflops", dict, where)
@@ -166,7 +161,7 @@ def parse_profile(text: str, where: str) -> SocProfile:
         view_us=_positive(data.get("view_us", 0.2), "view_us", where),
         link_bytes_per_us=_positive(data.get("link_gbps", 32), "link_gbps", where) * 1e3,
         link_latency_us=_positive(data.get("link_latency_us", 10), "link_latency_us", where),
-        ai_cores=int(data.get("ai_cores", 1)),
+        ai_cores=_count(data.get("ai_cores", 1), "ai_cores", where),
         sources=tuple(str(s) for s in data.get("sources", ())),
     )
 
@@ -178,10 +173,16 @@ def _field(data: dict[str, Any], key: str, kind: type, where: str) -> Any:
     return value
 
 
+def _count(value: Any, key: str, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1 << 20:
+        raise UsageError(f"{where}: field '{key}' must be a whole number from 1 to {1 << 20}")
+    return value
+
+
 def _positive(value: Any, key: str, where: str) -> float:
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise UsageError(f"{where}: field '{key}' must be a number") from None
     if not math.isfinite(number) or number <= 0:
         raise UsageError(f"{where}: field '{key}' must be positive")

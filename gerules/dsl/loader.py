@@ -3,10 +3,13 @@
 Invariants:
 - ``include "x.ger"`` resolves relative to the including file, ``include "gerules:x.ger"``
   to the shipped library (``resolve_include``, the one place includes are resolved); an
-  absolute path is an error at the ``include``. Each file is parsed once per library (a
-  diamond of includes is fine, and a user file including a shipped file that is loaded
-  anyway adds nothing); an include cycle is a ``RuleError`` at the ``include`` that closes
-  it, naming the whole chain.
+  absolute path is an error at the ``include``. The file it names must stay, every symlink
+  resolved, inside the folder the user named (a file's own folder, or the folder given) or
+  the shipped library (``fileio.inside``); anything else is refused at the ``include`` before
+  the file is opened, so no error can quote a file the user did not name. Each file is
+  parsed once per library (a diamond of includes is fine, and a user file including a
+  shipped file that is loaded anyway adds nothing); an include cycle is a ``RuleError`` at
+  the ``include`` that closes it, naming the whole chain.
 - Files come in dependency order: a file's includes before the file itself; folders are
   read recursively in sorted order; with ``shipped=True`` the shipped library comes first.
 - ``parse_library`` never raises for a bad file: it returns the files it could parse and
@@ -24,6 +27,7 @@ from functools import lru_cache
 from importlib.resources import as_file, files
 from pathlib import Path
 
+from ..fileio import inside
 from . import ast
 from .errors import RuleError
 from .parser import parse_text
@@ -121,6 +125,7 @@ class _Loader:
         self.origin: dict[str, str] = {}
         self.shipped: set[str] = set()
         self.root = shipped_root().resolve()
+        self.roots: tuple[Path, ...] = ()
 
     def load(self, path: Path, display: str, opened_at: ast.Span | None,
              chain: tuple[tuple[Path, str], ...], top: str) -> None:
@@ -137,6 +142,7 @@ class _Loader:
         for inc in (i for i in parsed.items if isinstance(i, ast.Include)):
             try:
                 target, shown = resolve_include(inc, path, display)
+                self.confine(inc, target, display)
                 self.load(target, shown, inc.span, (*chain, (real, display)), top)
             except RuleError as e:
                 self.errors.append(e.attach({display: parsed.source}))
@@ -145,7 +151,13 @@ class _Loader:
         if real.is_relative_to(self.root):
             self.shipped.add(display)
 
-    def load_top(self, path: Path, display: str) -> None:
+    def confine(self, inc: ast.Include, target: Path, display: str) -> None:
+        if not inside(target, self.roots):
+            raise RuleError(f"include '{inc.path}' leaves the rules' folder (an include stays "
+                            f"in the folder of '{display}' or the shipped library)", inc.span)
+
+    def load_top(self, path: Path, display: str, root: Path) -> None:
+        self.roots = (root, self.root)
         try:
             self.load(path, display, None, (), display)
         except RuleError as e:
@@ -170,10 +182,12 @@ def parse_library(paths: Iterable[str | os.PathLike[str]], *, shipped: bool = Fa
     loader = _Loader()
     if shipped:
         for path in rule_paths(loader.root):
-            loader.load_top(path, str(Path("rules") / path.relative_to(loader.root)))
+            loader.load_top(path, str(Path("rules") / path.relative_to(loader.root)),
+                            loader.root)
     for top in paths:
+        root = Path(top) if Path(top).is_dir() else Path(top).parent
         for path in rule_paths(Path(top)):
-            loader.load_top(path, str(path))
+            loader.load_top(path, str(path), root)
     return loader.library()
 
 

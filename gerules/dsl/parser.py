@@ -2,7 +2,8 @@
 
 Invariants:
 - The grammar is read from ``gerules.grammar/ger.lark`` with ``importlib.resources``, built
-  once per process (and cached on disk by Lark between processes).
+  once per process; its tables are kept between processes as JSON in a private per-user
+  folder (``grammar_cache``; never Lark's pickle cache).
 - ``parse_text`` raises only ``RuleError``: source limits (``source.check_text``), syntax
   errors (``syntax.syntax_error``) and transformer refusals (depth, integer size).
 - Parsing is iterative end to end (LALR stack, ``Transformer_NonRecursive``), so the depth of
@@ -20,6 +21,7 @@ from lark.exceptions import UnexpectedInput
 
 from . import ast
 from .errors import RuleError
+from .grammar_cache import load_parser
 from .source import check_text
 from .syntax import syntax_error
 from .transform import ToAst
@@ -31,8 +33,8 @@ log = logging.getLogger(__name__)
 def lark_parser() -> Lark:
     """The shared LALR parser for `.ger` text."""
     grammar = files("gerules.grammar").joinpath("ger.lark").read_text(encoding="utf-8")
-    return Lark(grammar, parser="lalr", lexer="contextual", propagate_positions=True,
-                maybe_placeholders=True, cache=True)
+    return load_parser(grammar, parser="lalr", lexer="contextual", propagate_positions=True,
+                       maybe_placeholders=True)
 
 
 def parse_text(text: str, file: str = "<string>") -> ast.RuleFile:

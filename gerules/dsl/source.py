@@ -1,7 +1,8 @@
 """Reading rule source text safely: size cap, UTF-8 check, bracket nesting cap.
 
 Invariants:
-- No file larger than ``MAX_BYTES`` is read into memory; the error names the size.
+- Files are read with ``fileio.read_input``: regular files only (a FIFO or device is refused
+  before it is opened), at most ``MAX_BYTES`` of them (counted while reading).
 - Text handed to the parser is valid UTF-8 (a leading BOM is dropped); an invalid byte is
   reported at its own ``line:col`` (columns count characters, as the parser's do).
 - Text handed to the parser nests brackets at most ``MAX_NESTING`` deep, so no later stage
@@ -13,6 +14,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ..errors import GeError
+from ..fileio import read_input
 from .ast import Span
 from .errors import RuleError
 
@@ -34,17 +37,10 @@ def read_source(path: Path, display: str, opened_at: Span | None = None) -> str:
     """The checked text of the file at ``path`` (errors name it ``display``)."""
     where = opened_at or Span(display, 1, 1, 1, 1)
     try:
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise RuleError(f"file is {size / 1e6:.1f} MB; a rule file may hold at most "
-                            f"{MAX_BYTES // (1 << 20)} MB", Span(display, 1, 1, 1, 1))
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise RuleError(f"cannot open '{display}': no such file", where) from None
-    except IsADirectoryError:
-        raise RuleError(f"cannot open '{display}': it is a folder", where) from None
-    except OSError as e:
-        raise RuleError(f"cannot read '{display}': {e.strerror or e}", where) from None
+        data = read_input(path, limit=MAX_BYTES, what="a rule file", kind=GeError)
+    except GeError as e:
+        reason = e.message if opened_at is None else f"cannot open '{display}': {e.message}"
+        raise RuleError(reason, where) from None
     return check_text(decode(data, display), display)
 
 

@@ -132,7 +132,8 @@ def infer_graph(graph: Graph, registry: Registry | None = None) -> Graph:
             info[name] = Value(name, t)
             if values is not None and k < len(values):
                 env.consts[name] = values[k]
-    outputs = tuple(_refine_output(v, env.types, graph) for v in graph.outputs)
+    producers = graph.producers()
+    outputs = tuple(_refine_output(v, env.types, producers) for v in graph.outputs)
     return graph.replace(value_info=info, outputs=outputs)
 
 
@@ -157,11 +158,12 @@ def _symbolic(node: Node, schema: OpSchema, env: _Env, types: list[TensorType | 
     return values
 
 
-def _refine_output(v: Value, types: Mapping[str, TensorType], graph: Graph) -> Value:
+def _refine_output(v: Value, types: Mapping[str, TensorType], producers: Mapping[str, Node]
+                   ) -> Value:
     inferred = types.get(v.name)
     if inferred is None:
         return v
-    producer = graph.producers().get(v.name)
+    producer = producers.get(v.name)
     node = producer or Node("Identity", (), (v.name,))
     return Value(v.name, refine(inferred, v.type, node, v.name))
 

@@ -1,9 +1,11 @@
 """``verify``: check a graph's invariants and report the first problem by node and tensor.
 
-Checks, in order: the graph has outputs; every tensor is defined once (SSA); each node reads
-only tensors defined before it (else: a cycle, named by its nodes, or a dangling input); every
-graph output is defined; ops exist at the graph's opset with a valid arity and attributes;
-shapes and dtypes infer without contradiction. ``toposort`` orders an acyclic node list.
+Checks, in order: the graph has outputs; every tensor is defined once (SSA); a graph input's
+default (its initializer) has the input's dtype and fits its declared shape, as onnx's checker
+and onnxruntime require; each node reads only tensors defined before it (else: a cycle, named
+by its nodes, or a dangling input); every graph output is defined; ops exist at the graph's
+opset with a valid arity and attributes; shapes and dtypes infer without contradiction.
+``toposort`` orders an acyclic node list.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ def verify(graph: Graph, registry: Registry | None = None, *, shapes: bool = Tru
     if not graph.outputs:
         raise GraphError("the graph has no outputs")
     _check_ssa(graph)
+    _check_defaults(graph)
     _check_order(graph)
     for node in graph.nodes:
         _check_signature(node, graph, registry)
@@ -54,6 +57,20 @@ def _check_port_types(node: Node, graph: Graph, registry: Registry) -> None:
         if t is not None and port.dtype == "int64" and t.dtype not in ("int64", "int32"):
             raise GraphError(f"input '{port.name}' must be an integer tensor, got {t.dtype}",
                              node=node.label, op=node.qualified_op, tensor=name)
+
+
+def _check_defaults(graph: Graph) -> None:
+    """An input with an initializer takes it as its default: the two types must agree."""
+    for v in graph.inputs:
+        default = graph.initializers.get(v.name)
+        if default is None:
+            continue
+        shape = list(default.shape)
+        fits = v.shape is None or (len(v.shape) == len(shape) and all(
+            isinstance(d, str) or d == n for d, n in zip(v.shape, shape, strict=True)))
+        if default.dtype.name != v.dtype or not fits:
+            raise GraphError(f"graph input declares {v.type} but its initializer (the default "
+                             f"value) is {default.dtype.name}{shape}", tensor=v.name)
 
 
 def _check_ssa(graph: Graph) -> None:

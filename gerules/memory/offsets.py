@@ -38,37 +38,47 @@ def arena_size(sizes: Sequence[int], offsets: Sequence[int]) -> int:
 
 
 def _place(order: Sequence[int], sizes: Sequence[int], clash: Clash,
-           gap: Callable[[list[tuple[int, int]], int], int]) -> list[int]:
+           gap: Callable[[np.ndarray, np.ndarray, int], int]) -> list[int]:
     offsets = [0] * len(sizes)
     placed = np.empty(len(sizes), dtype=np.int64)
+    starts = np.zeros(len(sizes), dtype=np.int64)
+    ends = np.zeros(len(sizes), dtype=np.int64)
     count = 0
     for i in order:
         if sizes[i] == 0:
             continue
         others = placed[:count]
         busy = others[clash(i, others)] if count else others
-        blocks = sorted((offsets[j], offsets[j] + sizes[j]) for j in busy.tolist())
-        offsets[i] = gap(blocks, sizes[i])
+        lo, hi = starts[busy], ends[busy]
+        by_start = np.lexsort((hi, lo))  # the blocks in address order
+        offsets[i] = gap(lo[by_start], hi[by_start], sizes[i])
+        starts[i], ends[i] = offsets[i], offsets[i] + sizes[i]
         placed[count] = i
         count += 1
     return offsets
 
 
-def _best_gap(blocks: list[tuple[int, int]], size: int) -> int:
+def _gaps(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """For blocks in address order: the top of everything below each block, the free gap
+    under each block, and the overall top (NumPy, so many live blocks stay fast)."""
+    below = np.zeros(len(lo), dtype=np.int64)
+    if len(lo) > 1:
+        below[1:] = np.maximum.accumulate(hi[:-1])
+    top = int(hi.max()) if len(hi) else 0
+    return below, lo - below, top
+
+
+def _best_gap(lo: np.ndarray, hi: np.ndarray, size: int) -> int:
     """The start of the smallest free gap of at least ``size`` below the top, else the top."""
-    best, best_gap, top = -1, -1, 0
-    for lo, hi in blocks:
-        gap = lo - top
-        if gap >= size and (best < 0 or gap < best_gap):
-            best, best_gap = top, gap
-        top = max(top, hi)
-    return top if best < 0 else best
+    below, gaps, top = _gaps(lo, hi)
+    fits = gaps >= size
+    if not fits.any():
+        return top
+    k = int(np.argmin(np.where(fits, gaps, np.iinfo(np.int64).max)))  # the first smallest
+    return int(below[k])
 
 
-def _first_gap(blocks: list[tuple[int, int]], size: int) -> int:
-    top = 0
-    for lo, hi in blocks:
-        if lo - top >= size:
-            return top
-        top = max(top, hi)
-    return top
+def _first_gap(lo: np.ndarray, hi: np.ndarray, size: int) -> int:
+    below, gaps, top = _gaps(lo, hi)
+    fits = np.flatnonzero(gaps >= size)
+    return int(below[fits[0]]) if len(fits) else top

@@ -20,7 +20,6 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import mmap
 import os
@@ -28,7 +27,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from ..budgets import DEFAULT, Budgets
 from ..errors import OmError
+from ..fileio import open_input, parse_json
 from ..ir.registry import Registry, default_registry
 from .contents import OmContents
 from .decode import Doc, decode
@@ -43,14 +44,21 @@ class OmFile:
     """A checked, memory-mapped ``.om`` file and its decoded contents."""
 
     def __init__(self, path: str | os.PathLike[str], *, verify_weights: bool = True,
-                 registry: Registry | None = None) -> None:
+                 registry: Registry | None = None, budgets: Budgets = DEFAULT) -> None:
         self.path = str(path)
         self._map: mmap.mmap | None = None
-        head, size = _read_head(self.path)
-        self.header: Header = parse_header(head[:HEADER.size], size, self.path)
-        self.sections: tuple[Section, ...] = tuple(
-            parse_sections(self.header, head, size, self.path))
-        self._map = _map(self.path, size)
+        fd = open_input(self.path, what="a .om file", kind=OmError)
+        try:
+            head, size = _read_head(fd, self.path)
+            self.header: Header = parse_header(head[:HEADER.size], size, self.path)
+            self.sections: tuple[Section, ...] = tuple(
+                parse_sections(self.header, head, size, self.path))
+            for s in self.sections:
+                if s.kind == Kind.WEIGHTS:
+                    budgets.check("model_bytes", s.length, "section WEIGHTS", file=self.path)
+            self._map = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
         try:
             self._check_gaps(size)
             self._check_digests([s for s in self.sections if s.kind != Kind.WEIGHTS])
@@ -58,15 +66,19 @@ class OmFile:
             with ThreadPoolExecutor(1, thread_name_prefix="gerules-sha") as pool:
                 hashed = pool.submit(self._check_digests, weights)  # hashlib drops the GIL
                 try:
-                    self.contents: OmContents = self._decode(registry)
+                    self.contents: OmContents = self._decode(registry, budgets)
                 finally:
                     hashed.result()  # a checksum failure outranks a decoding error
         except BaseException:
             self.close()
             raise
 
-    def _decode(self, registry: Registry | None) -> OmContents:
+    def _decode(self, registry: Registry | None, budgets: Budgets) -> OmContents:
         doc = self._json(Kind.MODEL_DEF)
+        graph = doc.get("graph") if isinstance(doc, dict) else None
+        nodes = graph.get("nodes") if isinstance(graph, dict) else None
+        if isinstance(nodes, list):
+            budgets.check("nodes", len(nodes), "the graph", file=self.path)
         return decode(doc, self._map, self.section(Kind.WEIGHTS), self.path,
                       registry or default_registry())
 
@@ -135,37 +147,18 @@ class OmFile:
                           f"{MAX_JSON_BYTES})", file=self.path)
         with self._view(s) as view:
             raw = bytes(view)
-        try:
-            return json.loads(raw.decode("utf-8"))
-        except RecursionError:
-            raise OmError(f"section {s.name}: JSON nested too deeply", file=self.path) from None
-        except (UnicodeDecodeError, ValueError) as e:
-            msg = str(e).splitlines()[0][:200]
-            raise OmError(f"section {s.name}: not valid JSON ({msg})", file=self.path) from None
+        return parse_json(raw, where=f"section {s.name}", kind=OmError, file=self.path)
 
 
-def _read_head(path: str) -> tuple[bytes, int]:
+def _read_head(fd: int, path: str) -> tuple[bytes, int]:
     """The header and section table (at most their declared, bounded size) and the file size."""
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            head = f.read(HEADER.size)
-            if len(head) == HEADER.size:
-                parse_header(head, size, path)  # bounds the table before reading it
-                table = int.from_bytes(head[16:20], "little") - HEADER.size
-                head += f.read(table)
-    except IsADirectoryError:
-        raise OmError("is a folder, not a .om file", file=path) from None
-    except FileNotFoundError:
-        raise OmError("no such file", file=path) from None
-    except PermissionError:
-        raise OmError("permission denied", file=path) from None
+    size = os.fstat(fd).st_size
+    head = os.pread(fd, HEADER.size, 0)
+    if len(head) == HEADER.size:
+        parse_header(head, size, path)  # bounds the table before reading it
+        table = int.from_bytes(head[16:20], "little") - HEADER.size
+        head += os.pread(fd, table, HEADER.size)
     return head + bytes(max(0, HEADER.size - len(head))), size
-
-
-def _map(path: str, size: int) -> mmap.mmap:
-    with open(path, "rb") as f:
-        return mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
 
 
 def read_om(path: str | os.PathLike[str] | Path, **kwargs: Any) -> OmFile:

@@ -20,7 +20,6 @@ import json
 import os
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import ModelError
@@ -42,8 +41,10 @@ from .format import (
 
 
 def write_om(path: str | os.PathLike[str], contents: OmContents,
-             report: Mapping[str, Any] | None = None) -> Path:
-    """Write ``contents`` (and an opaque JSON ``report``) to ``path`` atomically."""
+             report: Mapping[str, Any] | None = None) -> int:
+    """Write ``contents`` (and an opaque JSON ``report``) to ``path`` atomically; its size.
+
+    (Inside ``fileio.all_or_none`` the file reaches ``path`` only when the block ends.)"""
     groups = [st.nodes for st in contents.pipeline.stages] if contents.pipeline else []
     blobs = collect_blobs(contents.graph, groups)
     model_def = _json(encode(contents, blobs), "MODEL_DEF")
@@ -52,8 +53,7 @@ def write_om(path: str | os.PathLike[str], contents: OmContents,
     if report is not None:
         parts.append((Kind.REPORT, _json(dict(report), "REPORT")))
     with atomic_open(path) as f:
-        _write(f, parts, _minor(contents))
-    return Path(path)
+        return _write(f, parts, _minor(contents))
 
 
 def _minor(contents: OmContents) -> int:
@@ -71,7 +71,7 @@ def _json(doc: Any, what: str) -> bytes:
         raise ModelError(f"{what} cannot be written as JSON: {e}") from None
 
 
-def _write(f: BinaryIO, parts: list[tuple[Kind, bytes | Blobs]], minor: int) -> None:
+def _write(f: BinaryIO, parts: list[tuple[Kind, bytes | Blobs]], minor: int) -> int:
     start = header_size(len(parts))
     f.write(bytes(start + pad(start)))
     sections = []
@@ -84,6 +84,7 @@ def _write(f: BinaryIO, parts: list[tuple[Kind, bytes | Blobs]], minor: int) -> 
     f.seek(0)
     f.write(pack_header(sections, total, minor))
     f.seek(total)
+    return total
 
 
 def _write_body(f: BinaryIO, body: bytes | Blobs) -> tuple[bytes, int]:

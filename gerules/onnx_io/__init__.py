@@ -1,6 +1,6 @@
 """ONNX import and export for the IR.
 
-- ``load_model(path_or_bytes, *, base_dir=None, max_bytes=4 GiB) -> Graph``: a verified,
+- ``load_model(path_or_bytes, *, base_dir=None, budgets=DEFAULT) -> Graph``: a verified,
   shape-inferred graph, read without the ``onnx`` package (``proto``, ``wire``); every
   problem in the file is a ``ModelError`` naming the file and the node or tensor (see
   ``load`` for the checks, ``external`` for external data safety).

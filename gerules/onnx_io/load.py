@@ -1,8 +1,9 @@
 """``load_model``: bytes or a path in, a verified and shape-inferred ``Graph`` out.
 
-Steps: read the file (a regular file under protobuf's 2 GiB limit) -> name non-ONNX formats
-by their magic -> parse -> convert (``reader``) -> put nodes in topological order when they
-are not -> ``verify`` (SSA, dangling inputs, cycles, op signatures, shape inference).
+Steps: read the file (``fileio.read_input``: a regular file under protobuf's 2 GiB limit) ->
+name non-ONNX formats by their magic -> parse -> the budgets (``check_sizes``: nodes, outputs
+per node, declared bytes of all weights) -> convert (``reader``) -> put nodes in topological
+order when they are not -> ``verify`` (SSA, dangling inputs, cycles, op signatures, shapes).
 
 Invariants:
 - Every failure caused by the input is a ``GeError`` whose place starts with the file (the
@@ -18,17 +19,19 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 from pathlib import Path
 
+from ..budgets import DEFAULT, Budgets
 from ..errors import GeError, ModelError
+from ..fileio import read_input
+from ..ir import dtypes
 from ..ir.graph import Graph
 from ..ir.verify import toposort, verify
 from .external import read_external
-from .proto import ModelProto, TensorProto, parse_model
+from .proto import TENSOR, ModelProto, TensorProto, parse_model
 from .reader import model_to_graph
 from .sniff import known_format, text_kind
-from .tensors import DEFAULT_MAX_TENSOR_BYTES, ExternalReader
+from .tensors import ExternalReader
 from .wire import WireError
 
 log = logging.getLogger(__name__)
@@ -38,11 +41,12 @@ Source = str | os.PathLike[str] | bytes | bytearray | memoryview
 
 
 def load_model(source: Source, *, base_dir: str | os.PathLike[str] | None = None,
-               max_bytes: int = DEFAULT_MAX_TENSOR_BYTES) -> Graph:
+               budgets: Budgets = DEFAULT) -> Graph:
     """Load an ONNX model from a path or from its bytes.
 
     ``base_dir`` is the folder external data is resolved against (default: the model's own
-    folder; required for bytes that use external data). ``max_bytes`` caps each tensor.
+    folder; required for bytes that use external data). ``budgets`` bounds each tensor, all
+    weights together, the node count and the outputs of one node (``gerules.budgets``).
     """
     if isinstance(source, bytes | bytearray | memoryview):
         label, data = "<bytes>", bytes(source)
@@ -50,29 +54,16 @@ def load_model(source: Source, *, base_dir: str | os.PathLike[str] | None = None
         label, data = str(source), read_file(source)
         base_dir = base_dir if base_dir is not None else Path(source).parent
     try:
-        return _load(data, base_dir, max_bytes)
+        return _load(data, base_dir, budgets)
     except GeError as e:
         raise e.with_place(file=label) from None
 
 
 def read_file(path: str | os.PathLike[str]) -> bytes:
-    """The bytes of a model file; refuses folders, devices and files over 2 GiB."""
-    try:
-        with open(path, "rb") as f:
-            info = os.fstat(f.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise ModelError("not a regular file", file=str(path))
-            if info.st_size > PROTOBUF_LIMIT:
-                raise ModelError(f"the file has {info.st_size} bytes; a protobuf model is under "
-                                 "2 GiB (larger models keep weights in external data)",
-                                 file=str(path))
-            return f.read()
-    except IsADirectoryError:
-        raise ModelError("is a folder, not a model file", file=str(path)) from None
-    except FileNotFoundError:
-        raise ModelError("no such file", file=str(path)) from None
-    except OSError as e:
-        raise ModelError(f"cannot read: {e.strerror or e}", file=str(path)) from None
+    """The bytes of a model file: a regular file under protobuf's 2 GiB limit."""
+    return read_input(path, limit=PROTOBUF_LIMIT, what="a model file",
+                      hint=" (a protobuf model is under 2 GiB; larger models keep weights in "
+                      "external data)")
 
 
 def parse(data: bytes) -> ModelProto:
@@ -101,14 +92,41 @@ def parse(data: bytes) -> ModelProto:
     return model
 
 
-def _load(data: bytes, base_dir: str | os.PathLike[str] | None, max_bytes: int) -> Graph:
+def _load(data: bytes, base_dir: str | os.PathLike[str] | None, budgets: Budgets) -> Graph:
     model = parse(data)
-    graph = model_to_graph(model, max_bytes=max_bytes, external=_external(base_dir))
+    check_sizes(model, budgets)
+    graph = model_to_graph(model, max_bytes=budgets.tensor_bytes, external=_external(base_dir))
     if not _in_order(graph):
         log.info("nodes are not in topological order; sorting them")
         available = set(graph.input_names) | set(graph.initializers)
         graph = graph.replace(nodes=tuple(toposort(graph.nodes, available)))
     return verify(graph)
+
+
+def check_sizes(model: ModelProto, budgets: Budgets) -> None:
+    """The node count, each node's outputs and the declared bytes of all weights (every
+    initializer and tensor attribute, external data counted each time it is used) against
+    ``budgets``, before any tensor is read."""
+    g = model.graph
+    budgets.check("nodes", len(g.node), "the graph")
+    total = sum(_declared_bytes(t, budgets) for t in g.initializer)
+    for node in g.node:
+        budgets.check("node_outputs", len(node.output), "the node",
+                      node=node.name if isinstance(node.name, str) else None)
+        total += sum(_declared_bytes(a.t, budgets) for a in node.attribute
+                     if a.type == TENSOR)
+    budgets.check("model_bytes", total, "the model (all its initializers and constants)")
+
+
+def _declared_bytes(t: TensorProto, budgets: Budgets) -> int:
+    """Bytes a tensor's dims and type declare; 0 when they make no sense or break the tensor
+    budget (the reader then refuses that tensor by name)."""
+    if any(d < 0 for d in t.dims) or t.data_type not in dtypes.DTYPES:
+        return 0
+    n = dtypes.itemsize(dtypes.DTYPES[t.data_type])
+    for d in t.dims:
+        n *= d
+    return n if n <= budgets.tensor_bytes else 0
 
 
 def _external(base_dir: str | os.PathLike[str] | None) -> ExternalReader | None:

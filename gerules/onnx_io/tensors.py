@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import ModelError, ResourceLimit
+from ..budgets import DEFAULT, over
+from ..errors import ModelError
 from ..ir import dtypes
 from .proto import EXTERNAL, TensorProto
 
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
 INT64_MAX = 2**63 - 1
 MAX_RANK = 64  # NumPy's limit (ONNX sets none)
-DEFAULT_MAX_TENSOR_BYTES = 4 << 30
+DEFAULT_MAX_TENSOR_BYTES = DEFAULT.tensor_bytes
 
 # Where the values of each element type live when ``raw_data`` is not used (onnx.proto).
 _TYPED_FIELD: dict[str, str] = {
@@ -74,8 +75,8 @@ def check_dims(dims: Sequence[int], dtype: str, *, tensor: str,
         raise ModelError(f"shape {list(dims)} of {dtype} overflows int64 "
                          f"({numel} elements)", tensor=tensor)
     if max_bytes is not None and nbytes > max_bytes:
-        raise ResourceLimit(f"shape {list(dims)} of {dtype} needs {nbytes} bytes, over the "
-                            f"tensor budget of {max_bytes} bytes", tensor=tensor)
+        raise over("tensor_bytes", nbytes, max_bytes, f"shape {list(dims)} of {dtype}",
+                   tensor=tensor)
     return numel
 
 

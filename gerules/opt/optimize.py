@@ -7,6 +7,8 @@ under the NPU cost model (greedy DAG-aware; ILP at O3) -> raise it back to a Gra
 Invariants:
 - O0 returns the verified input graph unchanged; O1..O3 never return a graph that fails
   ``verify`` (raising instead) and never change graph input or output names, dtypes or order.
+- An ``EngineError`` (an unsound rule, an impossible extraction) comes out placed: a
+  ``RuleError`` at the rule it names, else a ``ModelError``; never a bare engine exception.
 - Limits are reported, never silent: the report records the limits in force and the stop
   reason; a run cut short still extracts the best graph found so far (with a warning).
 - ``--target onnx`` forbids every non-ai.onnx op with a kernel of its own at extraction
@@ -34,8 +36,9 @@ from ..cost import DEFAULT_SOC, GraphEstimate, NpuCostModel, profile_for
 from ..dsl import CompiledRules, raise_errors
 from ..dsl.library import Built, load_library, user_paths
 from ..engine import Extraction, Limits, Repeat, Report, Ruleset, Runner, Saturate, Seq, extract
+from ..engine.errors import EngineError
 from ..engine.schedule import Step
-from ..errors import UsageError
+from ..errors import GeError, ModelError, UsageError
 from ..ir.composite import with_functions
 from ..ir.graph import Graph
 from ..ir.registry import Registry, default_registry, suggest
@@ -200,7 +203,10 @@ def optimize(graph: Graph, options: OptimizeOptions | None = None,
                             graph.op_counts(), before, before, phases)
     if options.opt_level == "O0":
         return graph, report
-    result = _saturate_and_extract(graph, options, registry, model, report)
+    try:
+        result = _saturate_and_extract(graph, options, registry, model, report)
+    except EngineError as e:
+        raise _placed(e, options) from None
     clock = time.perf_counter()
     result = verify(result, registry)
     phases["verify_result"] = time.perf_counter() - clock
@@ -263,6 +269,21 @@ def _saturate_and_extract(graph: Graph, options: OptimizeOptions, registry: Regi
     report.rules = per_rule(report.rules, source)
     phases["raise"] = time.perf_counter() - clock
     return result
+
+
+def _placed(e: EngineError, options: OptimizeOptions) -> GeError:
+    """An engine error as the project's error: at the rule it names, else about the model."""
+    from ..dsl.errors import RuleError
+
+    name = getattr(e, "rule", None)
+    if name:
+        try:
+            rule = rule_library(options.rules).rule(name)
+        except KeyError:
+            rule = None
+        if rule is not None:
+            return RuleError(f"{e} (found while optimizing the model)", rule.span)
+    return ModelError(f"the optimizer failed: {e}")
 
 
 def _run(low: Lowered, schedule: Step, limits: Limits) -> Report:

@@ -15,11 +15,11 @@ them, listing the valid ones).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
+from ..fileio import parse_json, read_input_text
 
 # atc pass names -> our rule or ruleset names, where we implement the same fusion.
 ATC_NAMES: dict[str, tuple[str, ...]] = {
@@ -43,14 +43,12 @@ class Switches:
     on: frozenset[str]  # names explicitly kept on (matter when ALL is off)
 
 
+MAX_BYTES = 1 << 20
+
+
 def read_switch_file(path: str | Path) -> Switches:
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        reason = getattr(e, "strerror", None) or str(e)
-        raise UsageError(f"{p}: cannot read fusion switch file: {reason}") from None
-    return parse_switches(text, str(p))
+    text = read_input_text(path, limit=MAX_BYTES, what="a fusion switch file", kind=UsageError)
+    return parse_switches(text, str(path))
 
 
 def parse_switches(text: str, where: str = "<switches>") -> Switches:
@@ -68,10 +66,7 @@ def parse_switches(text: str, where: str = "<switches>") -> Switches:
 
 
 def _json_pairs(text: str, where: str) -> list[tuple[str, str]]:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UsageError(f"{where}:{e.lineno}:{e.colno}: not valid JSON: {e.msg}") from None
+    data = parse_json(text, where=where, kind=UsageError)
     switch = data.get("Switch") if isinstance(data, dict) else None
     if not isinstance(switch, dict):
         raise UsageError(f"{where}: expected {{\"Switch\": {{\"GraphFusion\": {{...}}}}}}")
@@ -92,7 +87,8 @@ def _line_pairs(text: str, where: str) -> list[tuple[str, str]]:
             continue
         name, sep, state = line.partition(":")
         if not sep or not name.strip():
-            raise UsageError(f"{where}:{number}: expected NAME:on or NAME:off, got '{line}'")
+            raise UsageError(f"{where}:{number}: expected NAME:on or NAME:off, got "
+                             f"'{line[:80]}{'...' if len(line) > 80 else ''}'")
         pairs.append((name.strip(), _state(state.strip(), f"{where}:{number}")))
     return pairs
 

@@ -25,12 +25,12 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
+from ..fileio import parse_json, read_input_text
 from ..ir.graph import Graph, Node
 from ..ir.registry import suggest
 
@@ -55,6 +55,7 @@ DEFAULT_GRAY = frozenset({
     "SpaceToDepth", "Cast", "Dropout", "MaxPool", "GlobalMaxPool", "ReduceMax", "ReduceMin",
 })
 LISTS = ("black-list", "white-list", "gray-list")
+MAX_LIST_BYTES = 1 << 20
 # atc --modify_mixlist content: list name -> {"to-add": ops, "to-remove": ops}
 MixChanges = Mapping[str, Mapping[str, tuple[str, ...]]]
 
@@ -148,10 +149,7 @@ def check_mode(mode: str) -> str:
 
 def parse_mixlist(text: str, where: str = "--modify_mixlist") -> MixChanges:
     """atc's mixed-precision list JSON -> ``{list: {"to-add": ops, "to-remove": ops}}``."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UsageError(f"{where}:{e.lineno}:{e.colno}: not valid JSON: {e.msg}") from None
+    data = parse_json(text, where=where, kind=UsageError)
     if not isinstance(data, dict):
         raise UsageError(f"{where}: expected an object with {', '.join(LISTS)}")
     out: dict[str, dict[str, tuple[str, ...]]] = {}
@@ -205,8 +203,4 @@ def read_keep_dtype(path: str | Path) -> KeepDtype:
 
 
 def _read(path: str | Path, flag: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        reason = getattr(e, "strerror", None) or str(e)
-        raise UsageError(f"{flag} {path}: cannot read: {reason}") from None
+    return read_input_text(path, limit=MAX_LIST_BYTES, what=f"a {flag} file", kind=UsageError)

@@ -12,7 +12,11 @@ Invariants:
   steps on different threads never race on it; a step's outputs live only in its own scratch
   dict until copied into the arena.
 - A kernel output whose dtype or shape differs from the plan's tensor table raises
-  ``KernelError`` naming the node and the tensor.
+  ``KernelError`` naming the node and the tensor; for ops whose output sizes follow from
+  input values (``guard``: a tampered ``.om``'s weights driving a Tile) this is checked from
+  the inputs *before* the kernel allocates anything.
+- An arena is allocated only when it and the largest step's kernel outputs (copied into it
+  afterwards) fit the run-time budget (``Budgets.live_bytes``).
 """
 
 from __future__ import annotations
@@ -23,14 +27,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..budgets import DEFAULT, Budgets
 from ..errors import GeError, KernelError, ResourceLimit
 from ..ir.dtypes import to_numpy
 from ..ir.graph import Graph, Node
 from ..ir.infer import schema_for
-from ..ir.registry import Call, KernelFn, KernelOutFn, Registry
+from ..ir.registry import Call, KernelOutFn, OpSchema, Registry
 from ..memory.plan import MemoryPlan
 from ..memory.timeline import stream_preds
 from .executor import input_types, kernel_errors, run_step
+from .guard import predict, value_shaped
 
 BASE_ALIGN = 64
 
@@ -38,9 +44,10 @@ BASE_ALIGN = 64
 @dataclass(frozen=True, slots=True)
 class Step:
     node: Node
-    kernel: KernelFn
+    schema: OpSchema
     call: Call
     waits: tuple[int, ...]  # positions on other streams whose outputs this step reads
+    predict: bool  # output sizes follow from input values: check them before the kernel
     kernel_out: KernelOutFn | None = None
 
 
@@ -55,9 +62,11 @@ class Slot:
 class Program:
     """A variant ready to run: steps, streams and the tensor layout of its arena."""
 
-    def __init__(self, graph: Graph, plan: MemoryPlan, registry: Registry) -> None:
+    def __init__(self, graph: Graph, plan: MemoryPlan, registry: Registry,
+                 budgets: Budgets = DEFAULT) -> None:
         self.graph = graph
         self.plan = plan
+        self.budgets = budgets
         preds = stream_preds(graph, plan.order, plan.streams)
         self.steps = tuple(self._step(graph, k, pos, preds[pos], registry)
                            for pos, k in enumerate(plan.order))
@@ -65,6 +74,8 @@ class Program:
             tuple(p for p, s in enumerate(plan.streams) if s == stream)
             for stream in range(plan.stream_count))
         self.slots = {name: self._slot(graph, name, off) for name, off in plan.offsets.items()}
+        self.scratch_bytes = max((sum(self.slots[o].nbytes for o in s.node.outputs
+                                      if o in self.slots) for s in self.steps), default=0)
 
     def _step(self, graph: Graph, k: int, pos: int, preds: Sequence[int],
               registry: Registry) -> Step:
@@ -77,7 +88,7 @@ class Program:
             raise e.with_place(node=node.label, op=node.qualified_op) from None
         mine = self.plan.streams[pos]
         waits = tuple(p for p in preds if self.plan.streams[p] != mine)
-        return Step(node, schema.kernel, call, waits, schema.kernel_out)
+        return Step(node, schema, call, waits, value_shaped(schema), schema.kernel_out)
 
     @staticmethod
     def _slot(graph: Graph, name: str, offset: int) -> Slot:
@@ -92,6 +103,8 @@ class Arena:
 
     def __init__(self, program: Program) -> None:
         size = program.plan.arena_bytes
+        program.budgets.check("live_bytes", size + program.scratch_bytes,
+                              "the arena and the largest step's outputs")
         try:
             raw = np.empty(size + BASE_ALIGN, dtype=np.uint8)
         except MemoryError:
@@ -130,13 +143,15 @@ class ArenaPool:
 def execute(step: Step, env: Mapping[str, np.ndarray], views: Mapping[str, np.ndarray]) -> None:
     """Run one step: read ``env``, compute into (or copy into) each output's arena view."""
     node = step.node
+    if step.predict:
+        _check_planned(step, [env[i] if i else None for i in node.inputs], views)
     if step.kernel_out is not None and all(name in views for name in node.outputs):
         args = [env[i] if i else None for i in node.inputs]
         with kernel_errors(node):
             step.kernel_out(args, step.call, [views[name] for name in node.outputs])
         return
     scratch = {name: env[name] for name in node.present_inputs()}
-    run_step(node, step.kernel, step.call, scratch)
+    run_step(node, step.schema.kernel, step.call, scratch)
     for name in node.outputs:
         value, dst = np.asarray(scratch[name]), views[name]
         if value.dtype != dst.dtype or value.shape != dst.shape:
@@ -145,6 +160,19 @@ def execute(step: Step, env: Mapping[str, np.ndarray], views: Mapping[str, np.nd
                               op=node.qualified_op, tensor=name)
         if not _same_memory(value, dst):
             np.copyto(dst, value)
+
+
+def _check_planned(step: Step, args: Sequence[np.ndarray | None],
+                   views: Mapping[str, np.ndarray]) -> None:
+    """Outputs that input values size must come out as planned: checked before allocating."""
+    node = step.node
+    for name, t in zip(node.outputs, predict(node, step.schema, step.call, args) or (),
+                       strict=False):
+        dst = views.get(name)
+        if dst is not None and t.is_static and tuple(t.physical_shape or ()) != dst.shape:
+            raise KernelError(f"the input values give {t}, the plan expects "
+                              f"{dst.dtype.name}{list(dst.shape)}", node=node.label,
+                              op=node.qualified_op, tensor=name)
 
 
 def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:

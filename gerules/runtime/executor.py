@@ -7,7 +7,12 @@ Invariants:
   initializer as default), no unknown names, dtypes equal, ranks equal, known dims equal and
   each symbolic dim bound to one size across all inputs.
 - A tensor is released after its last reader, so peak memory follows the live set.
-- Any failure inside a kernel is re-raised as ``KernelError`` naming the node.
+- Budgets (``gerules.budgets``) hold before each kernel runs: the bytes alive plus what the
+  node will produce stay within ``live_bytes``, each output within ``tensor_bytes``. Output
+  sizes come from the graph's static types, or, where they are not static or follow from
+  input values (``guard``), from inference on the actual inputs.
+- Any failure inside a kernel is re-raised as ``KernelError`` naming the node (a kernel
+  running out of memory is a ``ResourceLimit``).
 """
 
 from __future__ import annotations
@@ -18,31 +23,37 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import GeError, KernelError, ModelError
+from ..budgets import DEFAULT, Budgets
+from ..errors import GeError, KernelError, ModelError, ResourceLimit
 from ..ir.graph import Graph, Node, TensorType, Value
 from ..ir.infer import schema_for
-from ..ir.registry import Call, KernelFn, Registry, default_registry
+from ..ir.registry import Call, KernelFn, OpSchema, Registry, default_registry
+from .guard import output_bytes, predict, value_shaped
 
 
 @dataclass(frozen=True, slots=True)
 class _Step:
     node: Node
-    kernel: KernelFn
+    schema: OpSchema
     call: Call
     free_after: tuple[str, ...]  # tensors whose last reader is this node
+    out_bytes: int | None  # bytes of its outputs when the graph fixes them, else None
 
 
 class Executor:
     """A graph prepared for repeated runs (schemas looked up and attributes resolved once)."""
 
-    def __init__(self, graph: Graph, registry: Registry | None = None) -> None:
+    def __init__(self, graph: Graph, registry: Registry | None = None, *,
+                 budgets: Budgets = DEFAULT) -> None:
         registry = registry or default_registry()
         self.graph = graph
+        self.budgets = budgets
         keep = set(graph.output_names) | set(graph.initializers)
         last_use: dict[str, int] = {}
         for k, node in enumerate(graph.nodes):
             for name in node.present_inputs():
                 last_use[name] = k
+        types = {v.name: v.type for v in (*graph.outputs, *graph.value_info.values())}
         steps = []
         for k, node in enumerate(graph.nodes):
             schema = schema_for(node, graph, registry)
@@ -53,17 +64,36 @@ class Executor:
                 raise e.with_place(node=node.label, op=node.qualified_op)
             free = tuple(n for n in dict.fromkeys(node.present_inputs())
                          if last_use.get(n) == k and n not in keep)
-            steps.append(_Step(node, schema.kernel, call, free))
+            steps.append(_Step(node, schema, call, free, _static_bytes(types, node, schema)))
         self._steps = tuple(steps)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         env: dict[str, np.ndarray] = dict(self.graph.initializers)
-        env.update(check_feeds(self.graph, feeds))
+        given = check_feeds(self.graph, feeds)
+        env.update(given)
+        live = sum(a.nbytes for a in given.values())
         for step in self._steps:
-            run_step(step.node, step.kernel, step.call, env)
+            self._check(step, env, live)
+            run_step(step.node, step.schema.kernel, step.call, env)
+            live += sum(env[o].nbytes for o in step.node.outputs if o)
             for name in step.free_after:
-                env.pop(name, None)
+                if name in env:
+                    live -= env.pop(name).nbytes
         return {name: env[name] for name in self.graph.output_names}
+
+    def _check(self, step: _Step, env: Mapping[str, np.ndarray], live: int) -> None:
+        """The step's outputs fit the budgets, before its kernel allocates them."""
+        need = step.out_bytes
+        node = step.node
+        if need is None:
+            args = [env[i] if i else None for i in node.inputs]
+            predicted = predict(node, step.schema, step.call, args)
+            for name, t in zip(node.outputs, predicted or (), strict=False):
+                self.budgets.check("tensor_bytes", t.nbytes() or 0, f"output {t}",
+                                   node=node.label, op=node.qualified_op, tensor=name)
+            need = output_bytes(predicted)
+        self.budgets.check("live_bytes", live + need, "running the node",
+                           node=node.label, op=node.qualified_op)
 
 
 def input_types(node: Node, graph: Graph) -> tuple[TensorType | None, ...]:
@@ -79,7 +109,11 @@ def kernel_errors(node: Node) -> Iterator[None]:
         yield
     except GeError as e:
         raise e.with_place(node=node.label, op=node.qualified_op)
-    except (ValueError, TypeError, IndexError, KeyError, ArithmeticError, MemoryError,
+    except MemoryError as e:
+        raise ResourceLimit(f"the kernel ran out of memory ({e}); the machine has less than "
+                            "the run-time budget (lower --max_live_bytes to be refused "
+                            "earlier)", node=node.label, op=node.qualified_op) from None
+    except (ValueError, TypeError, IndexError, KeyError, ArithmeticError,
             AssertionError, RuntimeError) as e:
         raise KernelError(f"kernel failed: {e}", node=node.label, op=node.qualified_op) from None
 
@@ -95,6 +129,23 @@ def run_step(node: Node, kernel: KernelFn, call: Call, env: dict[str, np.ndarray
     for name, value in zip(node.outputs, outs, strict=False):
         if name:
             env[name] = value
+
+
+def _static_bytes(types: Mapping[str, TensorType], node: Node, schema: OpSchema
+                  ) -> int | None:
+    """Bytes of the node's outputs when the graph fixes them and no input value can change
+    them; ``None`` when they must be predicted at run time."""
+    if value_shaped(schema):
+        return None
+    total = 0
+    for name in node.outputs:
+        if name:
+            t = types.get(name)
+            n = t.nbytes() if t is not None else None
+            if n is None:
+                return None
+            total += n
+    return total
 
 
 def check_feeds(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -137,6 +188,7 @@ def _check_one(v: Value, arr: np.ndarray, bound: dict[str, int]) -> None:
 
 
 def run_graph(graph: Graph, feeds: Mapping[str, np.ndarray],
-              registry: Registry | None = None) -> dict[str, np.ndarray]:
+              registry: Registry | None = None, *, budgets: Budgets = DEFAULT
+              ) -> dict[str, np.ndarray]:
     """Run ``graph`` once on ``feeds``; returns ``{output name: array}``."""
-    return Executor(graph, registry).run(feeds)
+    return Executor(graph, registry, budgets=budgets).run(feeds)

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from ..budgets import DEFAULT, Budgets
 from ..errors import GeError, ModelError, UsageError
 from ..ir import formats
 from ..ir.dims import bind_dims, symbol_sizes
@@ -72,7 +73,7 @@ class Model:
     """A loaded ``.om`` model. Use ``Model.load(path)``; close it or use ``with``."""
 
     def __init__(self, om: OmFile, streams: int | None, registry: Registry,
-                 max_in_flight: int = 1) -> None:
+                 max_in_flight: int = 1, budgets: Budgets = DEFAULT) -> None:
         self._om: OmFile | None = om
         self.path = om.path
         contents = om.contents
@@ -81,8 +82,10 @@ class Model:
         self.soc_version = contents.soc_version
         self.pipeline = contents.pipeline  # a pipelined model's stages (runtime.pipeline)
         self.streams = _stream_count(contents.variants, streams)
-        self._pools = [ArenaPool(Program(v.graph, v.plan, registry)) for v in self.variants]
+        self._pools = [ArenaPool(Program(v.graph, v.plan, registry, budgets))
+                       for v in self.variants]
         self._registry = registry
+        self._budgets = budgets
         self._by_sizes: dict[tuple[int, tuple[tuple[str, int], ...]], ArenaPool] = {}
         self._weights: dict[str, np.ndarray] = dict(self.graph.initializers)
         self._executor: ThreadPoolExecutor | None = None
@@ -95,13 +98,14 @@ class Model:
     @classmethod
     def load(cls, path: str | os.PathLike[str], *, streams: int | None = None,
              verify_weights: bool = True, registry: Registry | None = None,
-             max_in_flight: int = 1) -> Model:
+             max_in_flight: int = 1, budgets: Budgets = DEFAULT) -> Model:
         """Open and check ``path``; ``streams`` is None (the file's), 1, or the file's count;
-        ``max_in_flight`` bounds the ``run_async`` runs that execute at once."""
+        ``max_in_flight`` bounds the ``run_async`` runs that execute at once; ``budgets``
+        bounds the weights, the node count and the memory of a run."""
         registry = registry or default_registry()
-        om = OmFile(path, verify_weights=verify_weights, registry=registry)
+        om = OmFile(path, verify_weights=verify_weights, registry=registry, budgets=budgets)
         try:
-            return cls(om, streams, registry, max_in_flight)
+            return cls(om, streams, registry, max_in_flight, budgets)
         except BaseException:
             om.close()
             raise
@@ -159,7 +163,7 @@ class Model:
             pool = self._by_sizes.get(key)
         if pool is None:
             pool = ArenaPool(shaped_program(self.graph, self.variants[index], sizes,
-                                            self._registry))
+                                            self._registry, self._budgets))
             with self._lock:
                 if len(self._by_sizes) >= SHAPED_CACHE:
                     self._by_sizes.pop(next(iter(self._by_sizes)))
@@ -263,7 +267,7 @@ def run_in_arena(pool: ArenaPool, weights: Mapping[str, np.ndarray], feeds: Mapp
 
 
 def shaped_program(graph: Graph, variant: Variant, sizes: Mapping[str, int],
-                   registry: Registry) -> Program:
+                   registry: Registry, budgets: Budgets = DEFAULT) -> Program:
     """The program of a range bucket at ``sizes``: the declared graph with its symbols bound,
     each tensor at the bucket plan's offset, none larger than the plan made room for."""
     bound = verify(bind_dims(graph, sizes), registry)
@@ -272,7 +276,7 @@ def shaped_program(graph: Graph, variant: Variant, sizes: Mapping[str, int],
         if have is None or room is None or (have.nbytes() or 0) > (room.nbytes() or 0):
             raise ModelError(f"tensor '{name}' needs {have} at these sizes, more than the "
                              f"plan of '{variant.name}' made room for ({room})")
-    return Program(bound, variant.plan, registry)
+    return Program(bound, variant.plan, registry, budgets)
 
 
 def _stream_count(variants: tuple[Variant, ...], streams: int | None) -> int:

@@ -46,13 +46,14 @@ def scratch(name: str, data: bytes) -> Iterator[Path]:
 
 def onnx_target(data: bytes) -> None:
     """Load, run, compile and run the compiled model (see the module docstring)."""
+    from ..budgets import Budgets
     from ..build import build_om
-    from ..cli import feeds
     from ..onnx_io import load_model
+    from ..runtime import feeds
     from ..runtime.executor import Executor
 
     with scratch("model.onnx", data) as path:
-        graph = load_model(path, max_bytes=MAX_BYTES)
+        graph = load_model(path, budgets=Budgets(tensor_bytes=MAX_BYTES))
         if len(graph.nodes) > MAX_NODES:
             return
         required = [v for v in graph.inputs if v.name not in graph.initializers]
@@ -88,7 +89,7 @@ def _check_sizes(graph: Graph) -> None:
 
 def _run_om(path: Path) -> None:
     """Run the model on one device and, when it is pipelined, its stages in this process."""
-    from ..cli import feeds
+    from ..runtime import feeds
     from ..runtime.model import Model
     from ..runtime.pipeline import PipelineModel
 
@@ -108,12 +109,12 @@ def _run_om(path: Path) -> None:
 def om_target(data: bytes) -> None:
     """``inspect`` (every check, MODEL_DEF and REPORT decoded, the pipeline's figures read)
     then ``run`` (and ``run --devices K --backend local`` for a pipelined model)."""
-    from ..cli import cmd_inspect
+    from ..om.describe import describe
     from ..om.reader import OmFile
 
     with scratch("model.om", data) as path:
         with OmFile(path) as om:
-            cmd_inspect.describe(om)
+            describe(om)
         _run_om(path)
 
 
@@ -164,7 +165,7 @@ def mindir_target(data: bytes) -> None:
 
 def _run_graph(graph: Graph) -> None:
     """The reference executor on random inputs within ``MAX_BYTES`` (small graphs only)."""
-    from ..cli import feeds
+    from ..runtime import feeds
     from ..runtime.executor import Executor
 
     if len(graph.nodes) > MAX_NODES:

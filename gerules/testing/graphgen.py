@@ -30,6 +30,7 @@ from ..ir.attrs import Attrs
 from ..ir.graph import Dim, Graph, Node, Shape, TensorType, Value
 from ..ir.registry import Registry, default_registry
 from ..ir.verify import verify
+from ..runtime.feeds import random_array
 
 T = TypeVar("T")
 SYMBOL = "N"
@@ -257,15 +258,5 @@ def random_feeds(graph: Graph, rng: np.random.Generator | int = 0,
         if v.name in graph.initializers:
             continue
         shape = tuple(d if isinstance(d, int) else sizes.get(d, 1) for d in v.shape or ())
-        feeds[v.name] = _random_array(rng, v.dtype, shape, scale)
+        feeds[v.name] = random_array(rng, v.dtype, shape, scale)
     return feeds
-
-
-def _random_array(rng: np.random.Generator, dtype: str, shape: tuple[int, ...], scale: float
-                  ) -> np.ndarray:
-    kind = np.dtype(dtype).kind
-    if kind == "f":
-        return (rng.standard_normal(shape) * scale).astype(dtype)
-    if kind == "b":
-        return rng.integers(0, 2, size=shape).astype(bool)
-    return rng.integers(0, 10, size=shape).astype(dtype)

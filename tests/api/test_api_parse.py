@@ -112,7 +112,7 @@ def test_pytorch_files_go_to_the_frontend(model_file: Path, tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[object, object]] = []
 
-    def convert_archive(source: object, input_shapes: object) -> ge.Graph:
+    def convert_archive(source: object, input_shapes: object, *, trust: bool) -> ge.Graph:
         calls.append((source, input_shapes))
         return ge.parse_model(model_file)
 
@@ -133,12 +133,15 @@ def test_pytorch_files_go_to_the_frontend(model_file: Path, tmp_path: Path,
 @pytest.mark.torch
 @pytest.mark.filterwarnings("ignore::DeprecationWarning:torch")
 def test_a_torchscript_archive_parses_and_computes_what_torch_does(tmp_path: Path) -> None:
+    """TorchScript runs its own code when loaded: refused unless trusted (docs/SECURITY.md)."""
     torch = pytest.importorskip("torch", reason="the torch extra is not installed")
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU()).eval()
     path = tmp_path / "net.pt"
     torch.jit.save(torch.jit.trace(module, torch.zeros(1, 3, 8, 8)), str(path))
-    g = ge.parse_model(path, input_shape={"x": [2, 3, 8, 8]})
+    with pytest.raises(ge.ModelError, match="refused without --trust_archive"):
+        ge.parse_model(path, input_shape={"x": [2, 3, 8, 8]})
+    g = ge.parse_model(path, input_shape={"x": [2, 3, 8, 8]}, trust_archive=True)
     assert g.input_names == ("x",) and g.inputs[0].shape == (2, 3, 8, 8)
     x = np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32)
     with ge.Session(g, executor="reference") as session:

@@ -39,7 +39,11 @@ class Case:
     message: str  # regex searched in the error line (after "ge-rewrite: error: ")
     rules_format: bool = False  # `rules` reports: "file:line:col: message" + context lines
     permissions: bool = False  # file permissions must hold even for root (see the driver)
-    tags: tuple[str, ...] = field(default=())
+    tags: tuple[str, ...] = field(default=())  # "closed-stdout", "full-stdout"
+    env: tuple[tuple[str, str], ...] = ()  # "{folder}" in a value is the case's folder
+    absent: tuple[str, ...] = ()  # text that must appear in neither stdout nor stderr
+    needs: str | None = None  # "torch", "landlock", "mknod": what the case cannot do without
+    timeout: float = 60.0  # a case that hangs is killed (and fails) after this long
 
 
 # ----------------------------------------------------------------------------- setups
@@ -293,7 +297,8 @@ MODEL_CASES = [
          r"float32\[1048576,1048576\] needs 4398046511104 bytes, over the tensor budget"),
     Case("M15-run-memory-bomb", ("run", "model.onnx"), write("model.onnx", _memory_bomb()), 3,
          r"^model\.onnx: node 'bomb' \(ConstantOfShape\): tensor 'y': .* needs "
-         r"4398046511104 bytes, over the tensor budget of 4294967296$"),
+         r"4398046511104 bytes, over the tensor budget of 4294967296 bytes \(raise it with "
+         r"--max_tensor_bytes\)$"),
     Case("M16-compile-external-parent", ("compile", "model/model.onnx", "--output", "out"),
          bad_model("external_parent"), 1,
          r"^model/model\.onnx: tensor 'w': external data location '\.\./secret\.bin' leaves"),
@@ -358,7 +363,8 @@ OM_CASES = [
     Case("C8-run-overlapping-plan", ("run", "model.om"), om(edit=model_def(_overlap)), 1,
          r"^model\.om: .*(overlap|live)"),
     Case("C-inspect-bad-json", ("inspect", "model.om"),
-         om(edit=model_def(lambda d: b"{not json")), 1, r"^model\.om: section MODEL_DEF: "),
+         om(edit=model_def(lambda d: b"{not json")), 1,
+         r"^model\.om: section MODEL_DEF at 1:2: not valid JSON"),
 ]
 
 MISUSE_CASES = [

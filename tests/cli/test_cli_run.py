@@ -171,12 +171,14 @@ def test_output_dir_is_created_with_safe_names(tmp_path: Path,
 
 
 def test_file_names_are_safe_and_unique() -> None:
-    names = file_names(["a/b", "a:b", "A_B", "..", "ok.1-2", "x" * 300])
+    names = file_names(["a/b", "a:b", "A_B", "..", ".", "../../x", "ok.1-2", "x" * 300])
     assert names["a/b"] == "a_b.npy" and names["a:b"] == "a_b_2.npy"
     assert names["A_B"] == "A_B_3.npy"  # unique even on case-insensitive file systems
-    assert names[".."] == "...npy" and names["ok.1-2"] == "ok.1-2.npy"
+    assert names["ok.1-2"] == "ok.1-2.npy"
+    # never hidden (".npy" files starting with a dot), never a path
+    assert (names[".."], names["."], names["../../x"]) == ("_...npy", "_..npy", "_.._.._x.npy")
     assert len(names["x" * 300]) <= 204
-    assert all(re.fullmatch(r"[A-Za-z0-9._-]+", n) for n in names.values())
+    assert all(re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9._-]*", n) for n in names.values())
 
 
 @pytest.fixture()
@@ -210,7 +212,8 @@ def model_dir(tmp_path: Path) -> Path:
     (["--input-shape", "x:1,5"], 2, r"--input-shape x: \[1, 5\] does not fit float32\[N,4\]"),
     (["--input-shape", "q:1,4"], 2, r"--input-shape: no model input is called 'q'"),
     (["--max-tensor-bytes", "32", "--input-shape", "x:4,4"], 3,
-     r"tensor 'x': a random input of shape \[4, 4\] needs 64 bytes, over the budget of 32"),
+     r"tensor 'x': a random input of shape \[4, 4\] needs 64 bytes, over the tensor budget "
+     r"of 32 bytes \(raise it with --max_tensor_bytes\)$"),
     (["--max-tensor-bytes", "8"], 3,
      r"model.onnx: tensor 'w': shape \[4\] of float32 needs 16 bytes, over the tensor budget"),
 ])

@@ -71,13 +71,14 @@ def archives(torch, net, tmp_path_factory: pytest.TempPathFactory) -> Path:  # n
 
 
 @pytest.mark.torch
-@pytest.mark.parametrize("name", ["net.pt", "net.pt2"])
+@pytest.mark.parametrize(("name", "flags"), [("net.pt2", []), ("net.pt", ["--trust_archive"])])
 def test_compile_an_archive_with_dynamic_batch(torch, net, archives: Path,  # noqa: ANN001
-                                               name: str) -> None:
+                                               name: str, flags: list[str]) -> None:
+    """A torch.export archive as it is; TorchScript (which runs code) only when trusted."""
     out = archives / f"{name}.om"
     assert main(["compile", f"--model={archives / name}", "--framework=pytorch",
                  f"--output={out}", "--input_shape=x:-1,3,8,8",
-                 "--dynamic_batch_size=1,4"]) == 0
+                 "--dynamic_batch_size=1,4", *flags]) == 0
     with Model.load(out) as m:
         for b in (1, 4):
             want = net(torch.from_numpy(_x(b))).detach().numpy()
@@ -109,7 +110,9 @@ def test_a_pickle_is_refused_without_unpickling(torch, tmp_path: Path,  # noqa: 
     code = main(["compile", str(tmp_path / "evil.pt"), "--output=x",
                  "--input_shape=x:1,3,8,8"])
     err = capsys.readouterr().err
-    assert code == 1 and "this is a torch.save pickle; loading it would run arbitrary" in err
+    assert code == 1 and "a torch.save pickle that would run code when loaded (it imports " \
+        "__builtin__.getattr, which is not part of saved weights)" in err
+    assert "--trust_archive" in err
     assert not marker.exists()
 
 
@@ -123,7 +126,7 @@ def _rewrite(source: Path, target: Path, changes: dict[str, bytes]) -> None:
 @pytest.mark.torch
 def test_export_archive_with_a_pickled_payload_is_refused(torch, archives: Path,  # noqa: ANN001
                                                           tmp_path: Path) -> None:
-    from gerules.frontends.torch import load_archive
+    from gerules.frontends.archive import check_archive
 
     marker = tmp_path / "pwned"
     evil = tmp_path / "evil.bin"
@@ -137,25 +140,26 @@ def test_export_archive_with_a_pickled_payload_is_refused(torch, archives: Path,
     _rewrite(archives / "net.pt2", tmp_path / "evil.pt2",
              {"data/weights/model_weights_config.json": json.dumps(config).encode(),
               path: evil.read_bytes()})
-    with pytest.raises(ModelError, match="does not load with weights_only=True"):
-        load_archive(tmp_path / "evil.pt2")
+    with pytest.raises(ModelError, match="weight_0: evil/data.pkl is a pickle that could run "
+                       "code when loaded: it imports __builtin__.getattr"):
+        check_archive((tmp_path / "evil.pt2").read_bytes(), where="evil.pt2")
     assert not marker.exists()
     config = {"config": {"c": {"path_name": "opaque_obj_0", "use_pickle": True}}}
     _rewrite(archives / "net.pt2", tmp_path / "opaque.pt2",
              {"data/constants/model_constants_config.json": json.dumps(config).encode()})
-    with pytest.raises(ModelError, match="'c' is a pickled Python object"):
-        load_archive(tmp_path / "opaque.pt2")
+    with pytest.raises(ModelError, match="'c' is stored as 'opaque_obj_0', a pickled Python "
+                       "object"):
+        check_archive((tmp_path / "opaque.pt2").read_bytes(), where="opaque.pt2")
 
 
-@pytest.mark.torch
-def test_not_an_archive(torch, tmp_path: Path) -> None:  # noqa: ANN001
-    from gerules.frontends.torch import load_archive
-
+def test_not_an_archive(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "x.pt").write_bytes(b"not a zip")
-    with pytest.raises(ModelError, match="not a TorchScript or torch.export archive"):
-        load_archive(tmp_path / "x.pt")
-    with pytest.raises(ModelError, match="cannot read"):
-        load_archive(tmp_path / "missing.pt")
+    assert main(["compile", str(tmp_path / "x.pt"), "--output", str(tmp_path / "o"),
+                 "--input_shape", "x:1,3,8,8"]) == 1
+    assert "x.pt: not a zip archive" in capsys.readouterr().err
+    assert main(["compile", str(tmp_path / "missing.pt"), "--output", str(tmp_path / "o"),
+                 "--input_shape", "x:1,3,8,8"]) == 1
+    assert "missing.pt: no such file" in capsys.readouterr().err
 
 
 @pytest.mark.torch

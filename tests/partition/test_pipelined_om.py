@@ -120,13 +120,14 @@ def test_compile_refusals_through_the_cli(tmp_path: Path, compiled,  # type: ign
 
 
 def test_a_tampered_report_leaves_the_pipeline_views_quiet(compiled) -> None:  # type: ignore[no-untyped-def]
+    from gerules import figures
     from gerules.cli import summary
 
     _, result = compiled("encoder", partitions=3)
     good = result.report["figures"]["pipeline"]
-    assert summary.pipeline_lines(good) and summary.pipeline_summary(good)
+    assert summary.pipeline_lines(good) and figures.pipeline_summary(good)
     for bad in ([], {"stages": "x"}, {"stages": [{"nodes": "1"}]}, {**good, "link": 3},
                 {**good, "stages": [{**good["stages"][0], "compute_us": None}]}):
-        assert summary.pipeline_lines(bad) == [] and summary.pipeline_summary(bad) is None
+        assert summary.pipeline_lines(bad) == [] and figures.pipeline_summary(bad) is None
     odd = {**good, "schedule": {"micro_batches": "8"}}
     assert not any("schedule" in line for line in summary.pipeline_lines(odd))

@@ -19,15 +19,18 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
 
-from ..errors import ModelError, ResourceLimit, UsageError
+from ..budgets import over
+from ..errors import ModelError, UsageError
+from ..fileio import open_input, os_reason
+from ..ir import dtypes
 from ..ir.graph import Value
+from ..onnx_io.tensors import MAX_RANK
 
 log = logging.getLogger(__name__)
 
@@ -76,17 +79,14 @@ def _dims(text: str, spec: str) -> tuple[int, ...]:
 
 def read_npy(path: Path, max_bytes: int) -> np.ndarray:
     """An array from a ``.npy`` file, never unpickling, never trusting the header's size."""
+    fd = open_input(path, what="a .npy file")
     try:
-        with open(path, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise ModelError("not a regular file", file=str(path))
+        with os.fdopen(os.dup(fd), "rb") as f:
             return _read_npy(f, path, max_bytes)
-    except IsADirectoryError:
-        raise ModelError("is a folder, not a .npy file", file=str(path)) from None
-    except FileNotFoundError:
-        raise ModelError("no such file", file=str(path)) from None
     except OSError as e:
-        raise ModelError(f"cannot read: {e.strerror or e}", file=str(path)) from None
+        raise ModelError(f"cannot read: {os_reason(e)}", file=str(path)) from None
+    finally:
+        os.close(fd)
 
 
 def _read_npy(f: BinaryIO, path: Path, max_bytes: int) -> np.ndarray:
@@ -105,10 +105,15 @@ def _read_npy(f: BinaryIO, path: Path, max_bytes: int) -> np.ndarray:
     if dtype.hasobject:
         raise ModelError("holds Python objects (a pickle), which are never loaded",
                          file=str(path))
+    if dtype.name not in dtypes.ONNX_CODES or dtype.byteorder not in "=<>|":
+        raise ModelError(f"bad .npy header: element type '{dtype.str}' is not one a model "
+                         f"input can have ({', '.join(dtypes.ONNX_CODES)})", file=str(path))
+    if not all(isinstance(d, int) and d >= 0 for d in shape) or len(shape) > MAX_RANK:
+        raise ModelError(f"bad .npy header: shape {list(shape)[:8]} is not a list of at most "
+                         f"{MAX_RANK} sizes >= 0", file=str(path))
     need = int(np.prod(shape, dtype=object)) * dtype.itemsize
     if need > max_bytes:
-        raise ResourceLimit(f"array of {need} bytes is over the budget of {max_bytes}",
-                            file=str(path))
+        raise over("tensor_bytes", need, max_bytes, "the array", file=str(path))
     left = os.fstat(f.fileno()).st_size - f.tell()
     if left < need:
         raise ModelError(f"truncated: the header promises {need} bytes, the file has {left}",
@@ -194,16 +199,19 @@ def random_feeds(inputs: Sequence[Value], shapes: Mapping[str, tuple[int, ...]],
         shape = shapes[v.name]
         need = int(np.prod(shape, dtype=object)) * np.dtype(v.dtype).itemsize
         if need > max_bytes:
-            raise ResourceLimit(f"a random input of shape {list(shape)} needs {need} bytes, "
-                                f"over the budget of {max_bytes}", tensor=v.name)
+            raise over("tensor_bytes", need, max_bytes, f"a random input of shape "
+                       f"{list(shape)}", tensor=v.name)
         feeds[v.name] = random_array(rng, v.dtype, shape)
     return feeds
 
 
-def random_array(rng: np.random.Generator, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+def random_array(rng: np.random.Generator, dtype: str, shape: tuple[int, ...],
+                 scale: float = 1.0) -> np.ndarray:
+    """Floats ~ N(0, scale), integers in ``[0, INT_HIGH)``, bools fair coins."""
     kind = np.dtype(dtype).kind
     if kind == "f":
-        return rng.standard_normal(shape).astype(dtype)
+        return (rng.standard_normal(shape) * scale).astype(dtype) if scale != 1.0 else \
+            rng.standard_normal(shape).astype(dtype)
     if kind == "b":
         return rng.random(shape) < 0.5
     return rng.integers(0, INT_HIGH, size=shape).astype(dtype)
