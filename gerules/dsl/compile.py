@@ -210,23 +210,28 @@ class Where:
 
 
 class ConstCheck:
-    """``where const(a, b)`` alone: every class has a known value (the evaluator's answer,
-    read straight from the constant analysis: no values built per match)."""
+    """``where const(a, b)`` (or ``where not const(a)``) alone: every class has a known value
+    (none has one), the evaluator's answer read straight from the constant analysis: no
+    values built per match."""
 
-    def __init__(self, names: tuple[str, ...], reason: str) -> None:
-        self.names, self.reason = names, reason
+    def __init__(self, names: tuple[str, ...], reason: str, want: bool = True) -> None:
+        self.names, self.reason, self.want = names, reason, want
 
     @staticmethod
     def of(clause: program.Where, tensors: frozenset[str]) -> ConstCheck | None:
-        e = clause.expr
+        e, want = clause.expr, True
+        if isinstance(e, ast.Unary) and e.op == "not":
+            e, want = e.operand, False
         if isinstance(e, ast.Call) and e.func == "const" and not e.kwargs and e.args and all(
-                isinstance(a, ast.Name) and a.name in tensors for a in e.args):
-            return ConstCheck(tuple(a.name for a in e.args), clause.text)  # type: ignore[union-attr]
+                isinstance(a, ast.Name) and a.name in tensors for a in e.args) and (
+                want or len(e.args) == 1):
+            return ConstCheck(tuple(a.name for a in e.args),  # type: ignore[union-attr]
+                              clause.text, want)
         return None
 
     def __call__(self, egraph: EGraph, root: int, subst: Subst) -> Subst | Reject:
         for name in self.names:
-            if class_value(egraph, int(subst[name])) is None:
+            if (class_value(egraph, int(subst[name])) is not None) != self.want:
                 return Reject(self.reason)
         return subst
 

@@ -23,11 +23,13 @@ inference, the e-graph's shape analysis, rule checking) sees the same decision:
 
 Kernels of native ops read the logical types of their operands from ``Call.types`` (the
 runtime, the executor, graph inference and the e-graph's folding pass them); a call without
-types means every operand is plain.
+types means every operand is plain. A read-only operand (a weight) is converted once and its
+plain form kept while it lives, up to ``PLAIN_KEPT`` bytes in all.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -204,7 +206,8 @@ def _formatted(call: Call) -> bool:
 
 
 def plain_inputs(inputs: Sequence[np.ndarray | None], call: Call) -> list[np.ndarray | None]:
-    """The operands as plain logical arrays (formatted ones converted, padding dropped)."""
+    """The operands as plain logical arrays (formatted ones converted, padding dropped;
+    a read-only one, a weight, converted once and kept while it lives)."""
     out: list[np.ndarray | None] = []
     for k, x in enumerate(inputs):
         t = call.types[k] if k < len(call.types) else None
@@ -212,9 +215,36 @@ def plain_inputs(inputs: Sequence[np.ndarray | None], call: Call) -> list[np.nda
             out.append(x)
         elif t.shape is None:
             raise ShapeError(f"a {t.format} operand needs a known rank, got {t}")
-        else:
+        elif x.flags.writeable:
             out.append(F.from_format(x, t.format, F.bind(t.shape, t.dtype, t.format, x.shape)))
+        else:
+            out.append(_weight(x, t))
     return out
+
+
+# id(weight) -> (a weak reference to it, its format, its plain array); an entry leaves with
+# its weight. Weights are read-only and never change, so their plain form is computed once,
+# for the first PLAIN_KEPT bytes of them (beyond, each call converts: bounded memory).
+_PLAIN: dict[int, tuple[weakref.ref[np.ndarray], str, np.ndarray]] = {}
+PLAIN_KEPT = 256 << 20
+
+
+def _weight(x: np.ndarray, t: TensorType) -> np.ndarray:
+    hit = _PLAIN.get(id(x))
+    if hit is not None and hit[0]() is x and hit[1] == t.format:
+        return hit[2]
+    shape = F.bind(t.shape or (), t.dtype, t.format, x.shape)
+    plain = np.ascontiguousarray(F.from_format(x, t.format, shape))
+    if sum(e[2].nbytes for e in list(_PLAIN.values())) + plain.nbytes > PLAIN_KEPT:
+        return plain
+    plain.setflags(write=False)
+    ident = id(x)
+    try:
+        ref = weakref.ref(x, lambda _: _PLAIN.pop(ident, None))
+    except TypeError:
+        return plain  # an array that takes no weak reference: not kept
+    _PLAIN[ident] = (ref, t.format, plain)
+    return plain
 
 
 def wrap_kernel(kernel: KernelFn, rule: FormatRule) -> KernelFn:

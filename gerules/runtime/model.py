@@ -53,7 +53,7 @@ MAX_IN_FLIGHT = 64  # run_async runs executing at once, at most
 class TensorDesc:
     """An input or output as acl's model description gives it (symbolic dims stay names):
     the shape an array fed or returned has, in its ``format`` (``NHWC``: fed channel-last,
-    ``--input_format``; ``ND``/``NCHW`` otherwise)."""
+    ``--input_format``; ``ND``, plain, otherwise)."""
 
     name: str
     shape: tuple[Dim, ...] | None
@@ -62,7 +62,7 @@ class TensorDesc:
 
     @staticmethod
     def of(v: Value) -> TensorDesc:
-        return TensorDesc(v.name, v.type.physical_shape, v.dtype, v.type.format_name)
+        return TensorDesc(v.name, v.type.physical_shape, v.dtype, v.type.format)
 
     @property
     def nbytes(self) -> int | None:

@@ -148,3 +148,16 @@ def test_save_onnx_states_the_formats_in_plain_types(folder: Path) -> None:
     with Model.load(path) as model:
         want = model.run({"image": x})["logits"]
     np.testing.assert_allclose(run_graph(graph, {"image": x})["logits"], want, rtol=1e-6)
+
+
+def test_the_report_shows_the_layout(folder: Path) -> None:
+    """The HTML report's layout section: TransData before and after, padding, transfer time,
+    every tensor's format; the JSON holds the same record."""
+    _compile(folder, "reported", f"--report={folder / 'reported.html'}")
+    page = (folder / "reported.html").read_text()
+    data = json.loads((folder / "reported.json").read_text())
+    layout = data["figures"]["layout"]
+    assert 'id="layout"' in page and "a pair around every cube op" in page
+    assert "every tensor&#x27;s format" in page or "every tensor's format" in page
+    assert layout["tensors"] and set(layout["tensors"].values()) >= {"NC1HWC0", "FRACTAL_Z"}
+    assert layout["transfer_us"] > 0 and layout["padding_bytes"]["activations"] > 0
