@@ -7,9 +7,9 @@ off, a plain graph), and reports:
 
 - TransData nodes: the naive count (a pair around every cube op: one per non-constant data
   input and per output, GE's layout before it moves and cancels transfers) against the
-  ones left after optimization, and where those are (``interior``: with a convolution or a
-  matmul both before and after them; 0 means transfers only at the graph's input and output
-  ends, GE's result for a CNN);
+  ones left after optimization, and where those are (``interior``: with a convolution both
+  before and after them; 0 means the network runs in one format from its first convolution
+  to its last, transfers only at its input and output ends, GE's result for a CNN);
 - padding bytes the blocked formats add (activations, weights);
 - estimated latency (the NPU cost model, ``--soc``) with layout, and without it: the plain
   graph priced with the transfers its cube ops imply (the naive layout), and the time in
@@ -59,20 +59,19 @@ IMAGE = {"input": (1, 3, 224, 224)}
 SHAPES = {"resnet50": IMAGE, "mobilenetv2": IMAGE, "efficientnet": IMAGE,
           "bert_base": {"input_ids": (1, 128), "attention_mask": (1, 128)}}
 CNNS = ("resnet50", "mobilenetv2", "efficientnet")
-CUBE_OPS = frozenset({"ge.FusedConv", "ge.FusedMatMul", "ge.MultiHeadAttention", "Conv",
-                      "MatMul", "Gemm", "ge.Attention"})
+CONVS = frozenset({"ge.FusedConv", "Conv"})
 
 
 def interior_transfers(graph: Graph) -> int:
-    """TransData nodes with a cube op both upstream and downstream of them (0: transfers
-    only before the first cube op and after the last)."""
-    after: set[str] = set()  # tensors some cube op computed, directly or not
+    """TransData nodes with a convolution both upstream and downstream of them (0: the
+    transfers lie before the first convolution and after the last)."""
+    after: set[str] = set()  # tensors some convolution computed, directly or not
     for node in graph.nodes:
-        if node.qualified_op in CUBE_OPS or any(i in after for i in node.present_inputs()):
+        if node.qualified_op in CONVS or any(i in after for i in node.present_inputs()):
             after.update(node.outputs)
-    before: set[str] = set()  # tensors some cube op reads, directly or not
+    before: set[str] = set()  # tensors some convolution reads, directly or not
     for node in reversed(graph.nodes):
-        if node.qualified_op in CUBE_OPS or any(o in before for o in node.outputs):
+        if node.qualified_op in CONVS or any(o in before for o in node.outputs):
             before.update(node.present_inputs())
     return sum(1 for n in graph.nodes if n.qualified_op == "ge.TransData"
                and n.inputs[0] in after and n.outputs[0] in before)

@@ -12,10 +12,11 @@ fractals block is padded to a whole block. So:
   multiply-adds. The small-channel form (NC1HWC0_C04) reduces over (h, w, c) with c padded
   to 4 and the whole axis to C0 (4*7*7 = 196 -> 208 for a 7x7 kernel, not 16*49 = 784). A
   matmul pads M and N to 16 and K to C0.
-- ``implied_transfers``: a cube op whose data operands or result are plain (ND/NCHW) cannot
-  run as it is: GE would put a TransData on each (one per non-constant input, one per
-  output). The model prices them as such TransData nodes (the vector unit's launch and the
-  bytes both sides move), so a plain cube op costs what its naive layout costs, and a graph
+- ``implied_transfers``: a convolution or matmul whose data operands or result are plain
+  (ND/NCHW) cannot run as it is: GE would put a TransData on each (one per non-constant
+  input, one per output). Attention kernels read ND (BSH) themselves: none for them. The
+  model prices them as such TransData nodes (the vector unit's launch and the bytes both
+  sides move), so a plain cube op costs what its naive layout costs, and a graph
   whose transfers were moved and cancelled in the e-graph is cheaper by exactly the
   transfers it no longer has. Constant operands (weights) are converted at compile time
   and cost nothing.
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
 
 CONV_OPS = frozenset({"Conv", "ge.FusedConv", "ConvInteger", "QLinearConv", "ConvTranspose",
                       "DeformConv"})
+# cube ops that read their matrices in FRACTAL_NZ (attention kernels take ND: BSH / BNSD)
+MATMUL_OPS = frozenset({"MatMul", "Gemm", "ge.FusedMatMul", "MatMulInteger", "QLinearMatMul"})
 # the data inputs of conv-like ops (X, and FusedConv's residual Z); the others are weights
 CONV_DATA = {"Conv": (0,), "ge.FusedConv": (0, 3), "ConvInteger": (0,), "QLinearConv": (0,),
              "ConvTranspose": (0,), "DeformConv": (0, 2)}
@@ -127,7 +130,10 @@ def _held(t: TensorType, fmt: str) -> TensorType:
 def implied_transfers(op: str, inputs: Sequence[TensorType | None],
                       outputs: Sequence[TensorType], constant: Sequence[bool]
                       ) -> list[Transfer]:
-    """The TransData nodes a cube op in plain formats implies (see the module docstring)."""
+    """The TransData nodes a cube op in plain formats implies (see the module docstring);
+    none for a cube op that reads ND itself (the attention kernels)."""
+    if op not in CONV_OPS and op not in MATMUL_OPS:
+        return []
     data = CONV_DATA.get(op)
     out: list[Transfer] = []
     for k, t in enumerate(inputs):

@@ -240,7 +240,7 @@ def _weight(x: np.ndarray, t: TensorType) -> np.ndarray:
     plain.setflags(write=False)
     ident = id(x)
     try:
-        ref = weakref.ref(x, lambda _: _PLAIN.pop(ident, None))
+        ref = weakref.ref(x, lambda _, kept=_PLAIN: kept.pop(ident, None))
     except TypeError:
         return plain  # an array that takes no weak reference: not kept
     _PLAIN[ident] = (ref, t.format, plain)

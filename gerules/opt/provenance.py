@@ -108,6 +108,27 @@ def fusions(source: Graph, low: Lowered, ext: Extraction, result: Graph,
     return out
 
 
+def composed(first: list[Fusion], second: list[Fusion], result: Graph) -> list[Fusion]:
+    """The fusions of two optimizations in a row, against the first one's source: a node of
+    the second that replaced a fusion of the first replaced what that fusion replaced (its
+    chain starts with that fusion's); fusions of the first whose node no longer exists are
+    inside a later one."""
+    by_node = {f.node: f for f in first}
+    names = {n.name for n in result.nodes}
+    out = [f for f in first if f.node in names and all(f.node not in {n for n, _ in g.replaced}
+                                                     for g in second)]
+    for f in second:
+        replaced: list[tuple[str, str]] = []
+        chain: list[str] = []
+        for name, op in f.replaced:
+            earlier = by_node.get(name)
+            replaced += earlier.replaced if earlier is not None else [(name, op)]
+            chain += earlier.chain if earlier is not None else []
+        out.append(Fusion(f.rule, f.node, f.op, tuple(dict.fromkeys(replaced)),
+                          tuple(dict.fromkeys([*chain, *f.chain]))))
+    return out
+
+
 def _twins(eg: Any, classes: set[int]) -> set[int]:
     """``classes`` and every class holding the same values in another format: reached along
     TransData e-nodes either way."""

@@ -6,8 +6,9 @@ Invariants:
 - Every string that came from the model or the command line (node, tensor, op and rule names,
   guard reasons, paths) is escaped; the page loads nothing from the network and runs no script.
 - The page is well-formed XML (polyglot XHTML: every element closed, attributes quoted), so it
-  can be checked with an XML parser; sections have stable ids (``SECTIONS``: ``ops``, ``fusions``,
-  ``rejected``, ``latency``, ``precision``, ``memory``, ``saturation``, ``phases``).
+  can be checked with an XML parser; sections have stable ids (``SECTIONS``: ``summary``,
+  ``ops``, ``latency``, ``fusions``, ``rejected``, ``precision``, ``graph``, ``nodes``,
+  ``memory``, ``layout``, ``pipeline``, ``saturation``, ``phases``).
 - Every cost figure is labelled as an estimate; the precision error is labelled as measured.
 """
 
@@ -32,8 +33,7 @@ from .svg import (
 )
 
 SECTIONS = ("summary", "ops", "latency", "fusions", "rejected", "precision", "graph", "nodes",
-            "memory", "pipeline",
-            "saturation", "phases")
+            "memory", "layout", "pipeline", "saturation", "phases")
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d2733;
