@@ -11,7 +11,10 @@ Invariants:
 - stdout gets one line per rule as it is verified (``file:line: rule name (@exact):
   verified on 10 instance(s)``), the counterexample or the missing instance's reasons
   indented under a failing rule, and last ``rules verified: K / N``; exit 0 only when K == N.
+  A counterexample (shrunk) is followed by a regression test, a pytest module between
+  ``----8<----`` and ``---->8----`` lines, unindented so it can be saved as it is.
 - ``--rule NAME`` (repeatable) restricts the run; an unknown name is a usage error.
+- ``--seed S`` (repeatable) runs the whole search once per seed.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ def register(actions: argparse._SubParsersAction) -> None:  # type: ignore[type-
     add_paths(p)
     p.add_argument("--examples", type=_positive, default=10, metavar="N",
                    help="instances per rule where the rule fires (default 10)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the instances (default 0)")
+    p.add_argument("--seed", type=int, action="append", default=[], metavar="S",
+                   help="seed of the instances (default 0); repeat it for several searches")
     p.add_argument("--rule", action="append", default=[], metavar="NAME",
                    help="verify only this rule (repeatable)")
     p.set_defaults(func=run)
@@ -59,13 +63,16 @@ def run(args: argparse.Namespace) -> int:
     everything = built.compiled.rules
     user = [r for r in everything if r.span.file not in lib.shipped]
     rules = select(everything, args.rule) if args.rule or args.paths or not user else user
-    settings = Settings(examples=args.examples, seed=args.seed)
+    settings = Settings(examples=args.examples, seed=tuple(args.seed) or 0)
     passed = 0
     for rule in rules:
         result = verify_rule(rule, settings)
         print(result.line(), flush=True)
         if not result.ok:
             print("    " + result.detail.replace("\n", "\n    "), flush=True)
+        if result.regression:
+            print(f"    regression test (save as test_{rule.name}.py, run pytest on it):\n"
+                  f"----8<----\n{result.regression}---->8----", flush=True)
         passed += result.ok
     print(f"rules verified: {passed} / {len(rules)}")
     sys.stdout.flush()

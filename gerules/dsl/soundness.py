@@ -14,7 +14,7 @@ Invariants:
   is silently skipped: this check finds mistakes, the verifier (``gerules.verify``) proves
   rules numerically and reports a rule it cannot instantiate.
 - The work per direction is bounded (``ATTEMPTS`` instances, stopping after ``ENOUGH`` that
-  fired; the first ones are ``edge`` draws, the most telling) and deterministic (seeded
+  fired; the first ones are ``shape`` probes, the most telling) and deterministic (seeded
   draws), so checking a library stays fast and repeatable.
 """
 
@@ -29,7 +29,7 @@ from ..engine import Rewrite
 from ..ir.graph import Graph
 from ..ir.registry import Registry
 from .errors import RuleError
-from .instances import Draw, Search
+from .instances import SHAPE, Draw, Search
 from .program import ResolvedRule
 from .trial import apply_rewrite
 
@@ -82,7 +82,7 @@ def _witness(search: Search, rewrite: Rewrite, registry: Registry, attempts: int
 
 def _draw(attempt: int) -> Draw:
     return Draw(np.random.default_rng([SEED, attempt]), "float32", size=2 + attempt % 3,
-                edge=attempt < 2 or attempt % 2 == 0)
+                probe=SHAPE if attempt < 2 or attempt % 2 == 0 else "")
 
 
 def _inputs(graph: Graph) -> str:

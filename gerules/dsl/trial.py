@@ -69,9 +69,11 @@ def apply_rewrite(instance: Graph, rewrite: Rewrite, registry: Registry | None =
 
 
 def _rooted(instance: Graph) -> tuple[Value, ...]:
-    """The outputs that are the pattern's roots (``%out``...); the others are the further
-    outputs of a node the pattern matches by output (``Op(..)[0]``), kept as they are."""
-    return tuple(v for v in instance.outputs if v.name.startswith(OUTPUT))
+    """The outputs that are the pattern's roots: in a built instance the ``%out`` ones (the
+    others are the further outputs of a node the pattern matches by output, ``Op(..)[0]``,
+    kept as they are); in a graph given as an instance (``check_instance``), all of them."""
+    named = tuple(v for v in instance.outputs if v.name.startswith(OUTPUT))
+    return named or instance.outputs
 
 
 def _roots(egraph: EGraph, rewrite: Rewrite, match: tuple[object, ...]) -> tuple[int, ...]:

@@ -102,8 +102,19 @@ def _lower_node(low: Lowered, node: Node, used: set[str]) -> None:
 
 
 def _always_tuple(low: Lowered, node: Node) -> bool:
-    """Ops whose output count is part of their meaning (Split) stay tuples."""
-    return node.op == "Split" and not node.domain and len(node.outputs) > 1
+    """Ops whose output count is part of their meaning stay tuples: Split, and ops with
+    several required outputs (TopK's values and indices), so a rule's ``TopK(x, k)[0]``
+    matches whether or not the indices are read."""
+    if node.domain or len(node.outputs) < 2:
+        return False
+    if node.op == "Split":
+        return True
+    try:
+        schema = low.ctx.schema(node.qualified_op)
+    except GeError:
+        return False
+    outputs = schema.outputs if schema is not None else ()
+    return sum(not p.optional and not p.variadic for p in outputs) >= 2
 
 
 def _children(low: Lowered, node: Node) -> tuple[int, ...]:

@@ -51,7 +51,6 @@ class _Namer:
 def raise_graph(source: Graph, low: Lowered, ext: Extraction) -> Graph:
     """The graph chosen by ``ext`` over the e-graph ``low`` was lowered into."""
     eg = low.egraph
-    preferred = _preferred_names(low)
     origin: dict[ENode, Node] = {}
     for node, enode, _ in low.node_enodes:
         origin.setdefault(eg.canonical(enode), node)
@@ -60,6 +59,11 @@ def raise_graph(source: Graph, low: Lowered, ext: Extraction) -> Graph:
     out_names = {}
     for v in source.outputs:
         out_names.setdefault(eg.find(low.roots[v.name]), v.name)
+    # an output's name goes to the class that is that output, never to another class that
+    # held it in the source (Relu(x) => Relu(Relu(x)): the old output is now inside)
+    taken = set(out_names.values())
+    preferred = {c: n for c, n in _preferred_names(low).items()
+                 if n not in taken or out_names.get(c) == n}
     nodes: list[Node] = []
     inits: dict[str, np.ndarray] = {}
     held: dict[str, Value] = {}  # weights held in a blocked format: their logical types

@@ -75,6 +75,7 @@ def _mismatch(reason: str, expected: np.ndarray, got: np.ndarray, bad: np.ndarra
         err = np.where(bad, np.abs(g - e), 0.0)
         err = np.where(np.isnan(err), np.inf, err)
         rel = np.where(np.abs(e) > 0, err / np.abs(e), np.where(err > 0, np.inf, 0.0))
+        rel = np.where(np.isnan(rel), np.inf, rel)  # an infinity against an infinity
     flat = int(np.argmax(err)) if err.size else 0
     index = tuple(int(i) for i in np.unravel_index(flat, bad.shape)) if bad.ndim else ()
     return Mismatch(reason, float(err.max()), float(np.nanmax(np.where(bad, rel, 0.0))),

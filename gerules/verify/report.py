@@ -56,20 +56,30 @@ def graph_lines(graph: Graph) -> list[str]:
 
 def counterexample_text(lhs: Graph, rhs: Graph | None, problem: str,
                         mismatch: Mismatch | None, feeds: dict[str, np.ndarray],
-                        tolerance: tuple[float, float] | None) -> str:
+                        tolerance: tuple[float, float] | None, note: str = "") -> str:
+    """Both sides, the inputs (with their values when small), the error and the tolerance;
+    ``note`` (where the left side overflows) last."""
     lines = [f"counterexample: {problem}", "  left side:"]
     lines += [f"    {line}" for line in graph_lines(lhs)]
     if rhs is not None:
         lines.append("  right side:")
         lines += [f"    {line}" for line in graph_lines(rhs)]
-    shapes = ", ".join(f"{k}: {v.dtype.name}{list(v.shape)}" for k, v in feeds.items()) or (
+    shapes = ", ".join(f"{k}: {v.dtype.name}{list(v.shape)}{_shown(v)}"
+                       for k, v in feeds.items()) or (
         ", ".join(f"{v.name}: {v.type}" for v in lhs.inputs))
     lines.append(f"  inputs: {shapes or 'none (all constant)'}")
     if mismatch is not None:
         lines.append(f"  {mismatch.describe()}")
     if tolerance is not None:
         lines.append(f"  tolerance: rtol={tolerance[0]:.3g}, atol={tolerance[1]:.3g}")
+    if note:
+        lines.append(f"  {note}")
     return "\n".join(lines)
+
+
+def _shown(array: np.ndarray) -> str:
+    """`` = [..]`` for an input small enough to read."""
+    return _value(array) if np.asarray(array).size <= SHOWN else ""
 
 
 def no_instance_text(budget: int, blockers: Counter[str], template: str) -> str:

@@ -1,27 +1,26 @@
 """Verify compiled rules on random instances: both sides compute the same within the contract.
 
-For each rewrite of a rule (two for ``<=>``), up to ``attempts`` random instances of its left
-side are built (``instances``), small ones first; the compiled rule is applied to each through
-the engine (``apply``); where it fires, both sides run with the reference executor on
-``runs`` random inputs and are compared (``testing.compare``) within the tolerance of the
+For each rewrite of a rule (two for ``<=>``) and each seed, up to ``attempts`` random
+instances of its left side are built (``dsl.instances``), small ones first; the compiled rule
+is applied to each through the engine (``dsl.trial``); where it fires, both sides run with
+the reference executor on ``runs`` random inputs and are compared (``compare``) within the
 rule's contract. The search stops at ``examples`` instances where the rule fired, or at the
-first counterexample.
+first counterexample, which is shrunk (``shrink``) and written as a regression test
+(``regression``).
 
-Tolerances (``tolerance``): ``@exact`` allows float rounding only: ``rtol`` of 1e-2 / 1e-4 /
-1e-9 for float16 / float32 / float64 and the same fraction of the output's largest magnitude
-as ``atol``. That is about 1,000 ulps of float32 (2^-23 = 1.2e-7): enough for the
-reassociations exact rules perform (folding a BatchNorm's scale into the weights of a
-convolution that sums hundreds of products, a GELU subgraph computed as one op), and orders of
-magnitude below what a wrong constant, a dropped epsilon or swapped operands cause on the
-instances drawn (epsilons up to 0.5, variances down to 0.01). ``@approx(rtol, atol)`` allows
-the stated tolerance, never less than the rounding above. Integer and bool outputs must be
-equal.
+Attempts cycle through ``SCHEDULE``: typical draws and the probes of ``dsl.instances``
+(``shape``: distinct dims and telling permutations; ``layout``: tied dims and constants laid
+along one axis; ``values``: zeros, range ends and magnitudes that overflow float16, in
+constants and inputs alike; ``guards``: variables at and just past the edges of the guards),
+each in float32, float16 or float64.
 
 Invariants:
-- A result is a function of the rule and ``seed``: reruns reproduce counterexamples.
-- ``verified`` needs at least one instance where the rule fired and none that failed; a rule
-  that never fires is ``no instance`` (a failure, listing the guards that rejected most); an
-  exception while verifying is ``error``, never hidden.
+- A result is a function of the rule and the seeds: reruns reproduce counterexamples.
+- ``verified`` needs at least one instance where the rule fired, both sides ran and some
+  finite output was compared, and none that failed. An instance whose left side cannot run,
+  or whose outputs are all infinite or NaN, is a failed attempt to instantiate, never a
+  pass; a rule with none is ``no instance`` (a failure, listing why attempts failed).
+- An exception while verifying is ``error``, never hidden.
 """
 
 from __future__ import annotations
@@ -39,39 +38,62 @@ import numpy as np
 from ..dsl.builtins import DTYPE_NAMES
 from ..dsl.compile import CompiledRule, CompiledRules
 from ..dsl.contract import Contract
-from ..dsl.instances import NO_TYPING, Draw, Instance, Sampler, Search
+from ..dsl.instances import (
+    GUARDS,
+    LAYOUT,
+    NO_TYPING,
+    SHAPE,
+    VALUES,
+    Draw,
+    Instance,
+    Search,
+    values,
+)
 from ..dsl.program import Direction
 from ..dsl.trial import apply_rewrite
 from ..engine import Rewrite
-from ..errors import GeError
 from ..ir import formats
+from ..ir.composite import with_uses
 from ..ir.graph import Graph
 from ..ir.registry import Registry
-from ..runtime.executor import Executor
-from ..testing.equivalence import Mismatch, compare
+from .compare import Comparison, Feeds, sides
+from .regression import regression_test
 from .report import counterexample_text, no_instance_text
+from .shrink import Case, shrink
 
 log = logging.getLogger(__name__)
 
 VERIFIED, COUNTEREXAMPLE, NO_INSTANCE, ERROR = ("verified", "counterexample", "no instance",
                                                 "error")
 MIN_EXAMPLES = 2  # instances per variant of a rule over an op class
-EXACT_RTOL = {"float16": 1e-2, "float32": 1e-4, "float64": 1e-9}
-DTYPES = ("float32", "float32", "float32", "float16", "float64")
+# (probe, float dtype, theme) per attempt, in turn: every probe in float32 and float16
+# within ten attempts; the values probe three times: large magnitudes in float16 (where
+# they overflow), zeros (zero epsilons, sums that cancel) in float16, both mixed.
+SCHEDULE = (("", "float32", ""), (SHAPE, "float32", ""), (VALUES, "float16", "big"),
+            (GUARDS, "float32", ""), (LAYOUT, "float32", ""), (VALUES, "float16", "zero"),
+            (SHAPE, "float64", ""), (VALUES, "float32", ""), (GUARDS, "float16", ""),
+            (LAYOUT, "float16", ""))
 SHORT = {v: k for k, v in DTYPE_NAMES.items()}  # float32 -> f32
 SHOWN_VALUES = 8  # constants shown by value in an @example template
+VACUOUS = "every output compared was infinite or NaN"
+CI_SEEDS = (0, 1, 2)  # the seeds the test suite verifies the shipped library with
 
 
 @dataclass(frozen=True)
 class Settings:
-    examples: int = 10  # instances where the rule fired, per rewrite
-    attempts: int = 0  # instances tried per rewrite (0: max(120, 25 * examples))
+    examples: int = 10  # instances where the rule fired, per rewrite and seed
+    attempts: int = 0  # instances tried per rewrite and seed (0: max(120, 25 * examples))
     runs: int = 2  # random inputs per instance
-    seed: int = 0
+    seed: int | tuple[int, ...] = 0  # one seed, or a list of them (each a full search)
+    shrink: bool = True  # shrink a counterexample and write its regression test
 
     @property
     def budget(self) -> int:
         return self.attempts or max(120, 25 * self.examples)
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        return (self.seed,) if isinstance(self.seed, int) else tuple(self.seed)
 
 
 @dataclass
@@ -87,6 +109,7 @@ class RuleResult:
     detail: str = ""  # the counterexample, the missing instance's reasons, or the error
     rejections: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
+    regression: str = ""  # a counterexample as a pytest module (``regression``)
 
     @property
     def ok(self) -> bool:
@@ -99,21 +122,11 @@ class RuleResult:
         return head
 
 
-def tolerance(contract: Contract, dtype: str, expected: np.ndarray) -> tuple[float, float]:
-    """``(rtol, atol)`` for comparing outputs of ``dtype`` (see the module docstring)."""
-    base = EXACT_RTOL.get(dtype, 0.0)
-    finite = np.abs(expected[np.isfinite(expected)]) if expected.dtype.kind == "f" else []
-    scale = max(1.0, float(np.max(finite))) if len(finite) else 1.0
-    if contract.exact:
-        return base, base * scale
-    return max(contract.rtol, base), max(contract.atol, base * scale)
-
-
 def verify_rule(rule: CompiledRule, settings: Settings = Settings(),
                 registry: Registry | None = None) -> RuleResult:
-    """Verify every rewrite of ``rule``; the first failing direction decides. A rule over an
-    op class or with opset variants shares ``settings.examples`` among its variants (at
-    least ``MIN_EXAMPLES`` each), so one rule costs about as much as one rule."""
+    """Verify every rewrite of ``rule`` with every seed; the first failure decides. A rule
+    over an op class or with opset variants shares ``settings.examples`` among its variants
+    (at least ``MIN_EXAMPLES`` each), so one rule costs about as much as one rule."""
     registry = registry or rule.registry
     start = time.perf_counter()
     result = RuleResult(rule.name, f"{rule.span.file}:{rule.span.line}", rule.contract)
@@ -149,41 +162,180 @@ def verify_library(rules: CompiledRules | Sequence[CompiledRule],
     return [verify_rule(r, settings, registry) for r in items]
 
 
+# ----------------------------------------------------------------------------- the search
+
+
 def _verify_direction(rule: CompiledRule, rewrite: Rewrite, direction: Direction,
                       settings: Settings, registry: Registry, result: RuleResult) -> None:
     search = Search(direction, registry, rule.resolved.examples)
-    fired = 0
     hinted = sorted(search.hints.dtypes)
     blockers: Counter[str] = Counter()
     last: Instance | None = None
-    for attempt in range(settings.budget):
-        found = search.find(partial(_draw, settings.seed, attempt, hinted), attempt)
-        result.attempts += 1
-        instance = last = found.instance or last
-        if found.instance is None:
-            result.rejections[NO_TYPING] += 1
-            blockers[NO_TYPING] += 1
-            continue
-        assert instance is not None
-        applied = apply_rewrite(instance.graph, rewrite, registry)
-        if applied.error:
-            return _fail(result, instance.graph, None, applied.error, None, {}, None)
-        if not applied.fired:
-            result.rejections[applied.reason] += 1
-            blockers[found.blocker or applied.reason] += 1
-            continue
-        assert applied.graph is not None
-        rng = np.random.default_rng([settings.seed, attempt, 1])
-        if not _compare(rule, instance, applied.graph, rng, settings, result):
-            return None
-        fired += 1
-        result.examples += 1
-        if fired >= settings.examples:
-            break
+    fired = 0
+    for seed in settings.seeds:
+        found_here = 0
+        for attempt in range(settings.budget):
+            draw = partial(_draw, seed, attempt, hinted)
+            found = search.find(draw, attempt)
+            result.attempts += 1
+            instance = last = found.instance or last
+            if found.instance is None:
+                result.rejections[NO_TYPING] += 1
+                blockers[NO_TYPING] += 1
+                continue
+            assert instance is not None
+            applied = apply_rewrite(instance.graph, rewrite, registry)
+            rng = np.random.default_rng([seed, attempt, 1])
+            if applied.error:  # (inputs only to give the shrinker their shapes)
+                _fail(result, rule, rewrite, registry, Case(instance.graph, _feeds(
+                    instance, rng)), Comparison(applied.error), seed, settings.shrink, True)
+                return
+            if not applied.fired:
+                result.rejections[applied.reason] += 1
+                blockers[found.blocker or applied.reason] += 1
+                continue
+            assert applied.graph is not None
+            failed, why = _runs(rule.contract, instance, applied.graph, rng, settings.runs,
+                                draw())
+            if failed is not None:
+                _fail(result, rule, rewrite, registry, failed, why, seed, settings.shrink)
+                return
+            if why.skipped or not why.finite:
+                reason = why.skipped or VACUOUS
+                result.rejections[reason] += 1
+                blockers[reason] += 1
+                continue
+            found_here += 1
+            result.examples += 1
+            if found_here >= settings.examples:
+                break
+        fired += found_here
     if not fired:
         result.status = NO_INSTANCE
-        result.detail = no_instance_text(settings.budget, blockers, _template(last, direction))
-    return None
+        result.detail = no_instance_text(settings.budget * len(settings.seeds), blockers,
+                                         _template(last, direction))
+
+
+def _draw(seed: int, attempt: int, hinted: Sequence[str] = ()) -> Draw:
+    """Attempt ``attempt``'s choices: small dims first; the probe and float type of
+    ``SCHEDULE``, a dtype the guards name (``dtype(x) == f16``) in three attempts out of
+    four instead when they do not name the scheduled one."""
+    rng = np.random.default_rng([seed, attempt])
+    probe, dtype, theme = SCHEDULE[attempt % len(SCHEDULE)]
+    if hinted and attempt % 4 and dtype not in hinted:
+        dtype = hinted[attempt % len(hinted)]
+    return Draw(rng, dtype, size=2 + (attempt // 8) % 4, probe=probe, theme=theme)
+
+
+def _runs(contract: Contract, instance: Instance, rhs: Graph, rng: np.random.Generator,
+          runs: int, draw: Draw) -> tuple[Case | None, Comparison]:
+    """``runs`` inputs (edge values in a ``values`` probe) through both sides: the failing
+    case and its comparison, or ``None`` and what the runs showed (finite elements
+    compared, or why none were)."""
+    finite, skipped = False, ""
+    for _ in range(runs):
+        feeds = _feeds(instance, rng, draw.probe == VALUES, draw.theme)
+        c = sides(contract, instance.graph, rhs, feeds)
+        if c.problem:
+            return Case(instance.graph, feeds), c
+        skipped = skipped or c.skipped
+        finite = finite or c.finite
+    return None, Comparison(finite=finite, skipped="" if finite else skipped)
+
+
+def _feeds(instance: Instance, rng: np.random.Generator, edge: bool = False,
+           theme: str = "") -> dict[str, np.ndarray]:
+    """Inputs drawn as the instance's were: N(0, 1), or the positive range a sampler names;
+    ``edge`` mixes in zeros, range ends and large magnitudes (``instances.values``); an
+    input held in a blocked format is fed in it (padding zeros)."""
+    feeds = {}
+    for v in instance.graph.inputs:
+        shape = tuple(int(d) for d in v.shape or ())
+        lo, hi = instance.samplers.get(v.name) or (None, None)
+        drawn = values(rng, shape, v.dtype, lo, hi, edge=edge, theme=theme)
+        feeds[v.name] = formats.to_format(drawn, v.type.format)  # a blocked input: physical
+    return feeds
+
+
+# ----------------------------------------------------------------------------- failures
+
+
+def _fail(result: RuleResult, rule: CompiledRule, rewrite: Rewrite, registry: Registry,
+          case: Case, why: Comparison, seed: int, shrinking: bool = True,
+          typing: bool = False) -> None:
+    """Record a counterexample: shrunk (``Settings.shrink``), shown, written as a test.
+    ``typing``: the right side is not a graph of the left side's type (no input needed)."""
+    kept = 0
+    if shrinking:
+        case, kept = shrink(case, partial(_still_fails, rule.contract, rewrite, registry,
+                                          typing), registry, values=not typing)
+    rhs, why = _again(rule.contract, rewrite, registry, case, why, typing)
+    result.status = COUNTEREXAMPLE
+    result.detail = counterexample_text(case.graph, rhs, why.problem, why.mismatch,
+                                        dict(case.feeds), why.tolerance, why.note)
+    if kept:
+        result.detail += f"\n  (shrunk in {kept} step(s); seed {seed})"
+    result.regression = regression_test(rule, rewrite.name, case.graph, case.feeds,
+                                        f"seed {seed}")
+
+
+def _still_fails(contract: Contract, rewrite: Rewrite, registry: Registry, typing: bool,
+                 case: Case) -> bool:
+    """``case`` fails as the original did: the right side is not a graph of the left
+    side's type (``typing``), or the sides differ or the right one does not run."""
+    applied = apply_rewrite(case.graph, rewrite, registry)
+    if typing:
+        return bool(applied.error)
+    if not applied.fired or applied.graph is None:
+        return False
+    return bool(sides(contract, case.graph, applied.graph, case.feeds).problem)
+
+
+def _again(contract: Contract, rewrite: Rewrite, registry: Registry, case: Case,
+           why: Comparison, typing: bool) -> tuple[Graph | None, Comparison]:
+    """The right side and the comparison of the (shrunk) case."""
+    applied = apply_rewrite(case.graph, rewrite, registry)
+    if applied.error or applied.graph is None:
+        return None, Comparison(applied.error or why.problem)
+    if typing:
+        return applied.graph, why
+    again = sides(contract, case.graph, applied.graph, case.feeds)
+    return applied.graph, again if again.problem else why
+
+
+def check_instance(rule: CompiledRule, graph: Graph, feeds: Feeds | Sequence[Feeds],
+                   rewrite: str | None = None) -> RuleResult:
+    """Both sides of ``rule`` on one instance: ``graph`` is its left side (its outputs the
+    pattern's roots, in order), ``feeds`` one input or several. ``counterexample`` when the
+    sides differ, ``verified`` when the rule fired and they agree, ``no instance`` when the
+    rule does not fire on it (the reason in ``detail``). What a regression test asserts."""
+    name = rewrite or rule.rewrites[0].name
+    (compiled,) = [r for r in rule.rewrites if r.name == name]
+    bodies = [s.body for n in graph.nodes if n.domain and (s := rule.registry.get(
+        n.op, n.domain, graph.opset.get(n.domain, 1))) is not None and s.body is not None]
+    if bodies and not graph.functions:
+        graph = graph.replace(functions=with_uses(bodies))
+    result = RuleResult(rule.name, f"{rule.span.file}:{rule.span.line}", rule.contract)
+    applied = apply_rewrite(graph, compiled, rule.registry)
+    if applied.error:
+        result.status = COUNTEREXAMPLE
+        result.detail = counterexample_text(graph, None, applied.error, None, {}, None)
+        return result
+    if not applied.fired or applied.graph is None:
+        result.status, result.detail = NO_INSTANCE, applied.reason
+        return result
+    for one in ([feeds] if isinstance(feeds, Mapping) else list(feeds)):
+        c = sides(rule.contract, graph, applied.graph, one)
+        if c.problem:
+            result.status = COUNTEREXAMPLE
+            result.detail = counterexample_text(graph, applied.graph, c.problem, c.mismatch,
+                                                dict(one), c.tolerance, c.note)
+            return result
+    result.examples = 1
+    return result
+
+
+# ----------------------------------------------------------------------------- templates
 
 
 def _template(instance: Instance | None, direction: Direction) -> str:
@@ -211,66 +363,3 @@ def _literal(value: object) -> str:
     return str(array.tolist()).replace("'", "") if array.ndim else str(array.item())
 
 
-def _draw(seed: int, attempt: int, hinted: Sequence[str] = ()) -> Draw:
-    """Attempt ``attempt``'s choices: small dims first; float32 mostly, float16 and float64
-    too; a dtype the guards name (``dtype(x) == f16``) in three attempts out of four; every
-    third attempt an ``edge`` draw (distinct dims, telling permutations and literals)."""
-    rng = np.random.default_rng([seed, attempt])
-    dtype = DTYPES[attempt % len(DTYPES)]
-    if hinted and attempt % 4:
-        dtype = hinted[attempt % len(hinted)]
-    return Draw(rng, dtype, size=2 + (attempt // 8) % 4, edge=attempt % 3 == 2)
-
-
-def _feeds(instance: Instance, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    feeds = {}
-    for v in instance.graph.inputs:
-        shape = tuple(int(d) for d in v.shape or ())
-        sampler: Sampler = instance.samplers.get(v.name)
-        values = rng.standard_normal(shape) if sampler is None else rng.uniform(*sampler, shape)
-        feeds[v.name] = formats.to_format(np.asarray(values).astype(v.dtype), v.type.format)
-    return feeds
-
-
-def logical(graph: Graph, name: str, value: np.ndarray) -> np.ndarray:
-    """An output's elements: a tensor held in a blocked format read back through the
-    TransData kernel (its padding is no value, so it is never compared)."""
-    t = graph.type_of(name)
-    if t is None or t.format == formats.ND or t.shape is None:
-        return value
-    return formats.transfer(value, t.format, formats.ND,
-                            formats.bind(t.shape, t.dtype, t.format, value.shape))
-
-
-def _compare(rule: CompiledRule, instance: Instance, rhs: Graph, rng: np.random.Generator,
-             settings: Settings, result: RuleResult) -> bool:
-    lhs = instance.graph
-    for _ in range(settings.runs):
-        feeds = _feeds(instance, rng)
-        try:
-            with np.errstate(all="ignore"):
-                want = Executor(lhs).run(feeds)
-        except GeError as e:
-            result.rejections[f"the left side does not run: {e}"] += 1
-            return True
-        try:
-            with np.errstate(all="ignore"):
-                got = Executor(rhs).run(feeds)
-        except GeError as e:
-            _fail(result, lhs, rhs, f"the right side does not run: {e}", None, feeds, None)
-            return False
-        for name in lhs.output_names:
-            expected = logical(lhs, name, np.asarray(want[name]))
-            tol = tolerance(rule.contract, expected.dtype.name, expected)
-            mismatch = compare(expected, logical(rhs, name, np.asarray(got[name])), *tol)
-            if mismatch is not None:
-                _fail(result, lhs, rhs, "the two sides differ", mismatch, feeds, tol)
-                return False
-    return True
-
-
-def _fail(result: RuleResult, lhs: Graph, rhs: Graph | None, problem: str,
-          mismatch: Mismatch | None, feeds: Mapping[str, np.ndarray],
-          tol: tuple[float, float] | None) -> None:
-    result.status = COUNTEREXAMPLE
-    result.detail = counterexample_text(lhs, rhs, problem, mismatch, dict(feeds), tol)

@@ -36,6 +36,28 @@ def test_one_rule_by_name(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and out.splitlines()[-1] == "rules verified: 1 / 1"
 
 
+def test_several_seeds(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run([WRONG, "--rule", "relu_twice", "--examples", "2", "--seed", "0",
+                         "--seed", "5"], capsys)
+    assert code == 0 and "verified on 4 instance(s)" in out
+
+
+def test_a_counterexample_comes_with_a_regression_test(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The shrunk counterexample, then a pytest module between scissors lines, unindented:
+    saved as it is, it runs and fails while the rule is wrong."""
+    code, out, _ = _run([WRONG, "--rule", "swap_matmul", "--examples", "2"], capsys)
+    assert code == 1 and "shrunk in" in out
+    head, rest = out.split("----8<----\n", 1)
+    assert head.rstrip().endswith("regression test (save as test_swap_matmul.py, run pytest "
+                                  "on it):")
+    module = rest.split("---->8----\n", 1)[0]
+    namespace: dict[str, object] = {}
+    exec(module, namespace)  # noqa: S102 - the CLI's own output
+    with pytest.raises(AssertionError, match="counterexample"):
+        namespace["test_swap_matmul_counterexample"]()  # type: ignore[operator]
+
+
 @pytest.mark.parametrize("argv, message", [
     ([WRONG, "--rule", "relu_twise"], r"--rule relu_twise: no such rule \(did you mean "
                                       r"relu_twice\?\)"),

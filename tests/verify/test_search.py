@@ -12,7 +12,7 @@ import pytest
 
 from gerules.dsl import load_compiled, load_library
 from gerules.dsl.compile import CompiledRules
-from gerules.dsl.instances import Draw, Search
+from gerules.dsl.instances import SHAPE, Draw, Search
 from gerules.verify import COUNTEREXAMPLE, NO_INSTANCE, RuleResult, Settings, verify_rule
 
 EXPLORE = Path(__file__).parent / "fixtures" / "explore.ger"
@@ -57,7 +57,7 @@ def test_the_search_pins_what_a_guard_asks_for(rules: CompiledRules) -> None:
     second's, on rank 6 drawn directly."""
     direction = rules.rule("transpose_rank6_identity").directions[0]
     search = Search(direction, rules.registry)
-    found = search.find(lambda: Draw(np.random.default_rng([3, 1]), edge=True), 1)
+    found = search.find(lambda: Draw(np.random.default_rng([3, 1]), probe=SHAPE), 1)
     assert found.instance is not None and found.blocker == ""
     p, q = (np.asarray(found.instance.attrs[k]) for k in ("p", "q"))
     assert found.instance.tensors["x"].value.ndim == 6

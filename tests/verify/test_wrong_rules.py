@@ -32,7 +32,7 @@ def test_swapped_matmul_operands(results: dict[str, RuleResult]) -> None:
     r = results["swap_matmul"]
     assert r.status == COUNTEREXAMPLE
     assert "left side:" in r.detail and re.search(r"= MatMul\(a, b\)", r.detail)
-    assert re.search(r"inputs: a: float\d+\[[\d, ]+\], b: float\d+\[[\d, ]+\]", r.detail)
+    assert re.search(r"inputs: a: float\d+\[[\d, ]+\][^,]*, b: float\d+\[[\d, ]+\]", r.detail)
 
 
 def test_conv_bn_folding_without_epsilon(results: dict[str, RuleResult]) -> None:
@@ -41,7 +41,7 @@ def test_conv_bn_folding_without_epsilon(results: dict[str, RuleResult]) -> None
     assert "the two sides differ" in r.detail
     assert re.search(r"BatchNormalization\(%t0, g, beta, mean, var\) \{epsilon=", r.detail)
     assert re.search(r"= Conv\(x, const_\d+, const_\d+\)", r.detail)  # the folded right side
-    assert re.search(r"max abs error [\d.e+-]+, max rel error", r.detail)
+    assert re.search(r"max abs error (inf|[\d.e+-]+), max rel error", r.detail)
     assert re.search(r"inputs: x: float\d+\[\d+, \d+, \d+, \d+\]", r.detail)
 
 

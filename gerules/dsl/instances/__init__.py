@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from .builder import OUTPUT, Instance, InstanceBuilder, Sampler
 from .hints import Hints
-from .proposals import Draw, Operand
+from .proposals import GUARDS, LAYOUT, PROBES, SHAPE, VALUES, Draw, Operand, values
 from .search import NO_TYPING, SOLVED, Found, Search
 
-__all__ = ["NO_TYPING", "OUTPUT", "SOLVED", "Draw", "Found", "Hints", "Instance",
-           "InstanceBuilder", "Operand", "Sampler", "Search"]
+__all__ = ["GUARDS", "LAYOUT", "NO_TYPING", "OUTPUT", "PROBES", "SHAPE", "SOLVED", "VALUES",
+           "Draw", "Found", "Hints", "Instance", "InstanceBuilder", "Operand", "Sampler",
+           "Search", "values"]

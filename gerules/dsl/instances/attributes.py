@@ -4,7 +4,9 @@
 Invariant: values are drawn to expose mistakes rather than to be typical: epsilons up to 0.5,
 non-identity permutations, strides of 2, grouped convolutions, Gemm's alpha and beta off 1,
 while the common value (1.0, identity, defaults) keeps a fair share so guards that ask for
-it still pass.
+it still pass. A ``layout`` probe draws convolutions that keep their input's height and width
+(with the channels tied to them, ``proposals.conv_operand``); a ``values`` probe adds zero
+epsilons and zero or negative scales.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...ir import formats
-from .proposals import Draw, Operand
+from .proposals import LAYOUT, VALUES, Draw, Operand
 
 FLOAT_CODES = (1, 10, 11)  # float32, float16, float64
 
@@ -32,6 +34,10 @@ def _conv_attrs(draw: Draw, x: Operand | None) -> dict[str, Any]:
     if x is None or x.value is None or x.value.ndim != 4:
         return {}
     c, h, w = x.shape[1:]
+    if draw.probe == LAYOUT:  # the output keeps H and W: a vector of m values fits 3 axes
+        k = draw.pick([1, 3]) if min(h, w) >= 3 else 1
+        return {"kernel_shape": (k, k), "group": 1, "strides": (1, 1),
+                "pads": ((k - 1) // 2,) * 4, "dilations": (1, 1)}
     k = (draw.integer(1, min(3, h)), draw.integer(1, min(3, w)))
     group = c if c > 1 and draw.coin(0.2) else 1
     return {"kernel_shape": k, "group": group, "strides": (draw.pick([1, 1, 2]),) * 2,
@@ -62,7 +68,9 @@ def _pool_attrs(op: str, draw: Draw, x: Operand | None) -> dict[str, Any]:
 def sample_attrs(op: str, draw: Draw, x: Operand | None) -> dict[str, Any]:
     """Attributes the pattern does not fix, drawn to expose mistakes (see the module doc)."""
     rank = x.value.ndim if x is not None and x.value is not None else 0
-    eps = draw.pick([1e-5, 1e-3, 0.1, 0.5])
+    eps = draw.pick([1e-5, 1e-3, 0.1, 0.5, *([0.0] if draw.probe == VALUES else [])])
+    if draw.probe == VALUES and draw.theme == "zero":
+        eps = 0.0
     table: dict[str, Callable[[], dict[str, Any]]] = {
         "Conv": lambda: _conv_attrs(draw, x),
         "MaxPool": lambda: _pool_attrs("MaxPool", draw, x),
@@ -146,7 +154,8 @@ def attr_candidate(name: str, kind: str, draw: Draw, x: Operand | None,
     if name in ("src_format", "dst_format"):
         return _transfer(draw, x).get(name)
     if name in ("epsilon", "alpha", "beta", "scale"):
-        return draw.pick([1e-5, 1e-3, 0.1, 0.5, 1.0])
+        return draw.pick([1e-5, 1e-3, 0.1, 0.5, 1.0,
+                          *([0.0, -0.5] if draw.probe == VALUES else [])])
     if name == "keepdims":
         return 1
     if kind == "int":

@@ -370,16 +370,18 @@ def _literal(arg: program.Term) -> np.ndarray | None:
 def _run(schema: OpSchema, operands: list[Operand], attrs: dict[str, Any], index: int,
          by_output: bool = False) -> tuple[Operand, int, list[TensorType]] | None:
     """The op's output ``index``, how many outputs its node has and their types, when its
-    inference and kernel both accept the operands (an op with variadic outputs, ``Split(x,
-    s)[0]``, has as many as its operands make: the first count its inference accepts; one
-    matched ``by_output`` has all its declared outputs)."""
+    inference and kernel both accept the operands: at least its required ones (``TopK(x,
+    k)[0]`` has its indices too, as in a model; one matched ``by_output`` has all its declared
+    outputs); an op with variadic outputs, ``Split(x, s)[0]``, as many as its operands make
+    (the first count its inference accepts)."""
     types = [o.type for o in operands]
     consts = [o.value if o.const else None for o in operands]
     variadic = bool(schema.outputs) and schema.outputs[-1].variadic
-    least = index + 1
+    required = sum(1 for p in schema.outputs if not p.optional and not p.variadic)
+    first = max(index + 1, required)
     if by_output and not variadic:
-        least = max(least, len(schema.outputs))
-    for count in range(least, least + (MAX_OUTPUTS if variadic else 1)):
+        first = max(first, len(schema.outputs))
+    for count in range(first, first + (MAX_OUTPUTS if variadic else 1)):
         try:
             call = schema.call(attrs, count, types=types)
             out_types = list(schema.infer(types, consts, call))

@@ -8,6 +8,14 @@ shape a valid target shape for its data, an ``Add`` operand the same shape as it
 broadcasting variant of it (scalar, channel ``[C, 1, 1]``, suffix, ones). Attributes are
 drawn in ``attributes``.
 
+Probes: a ``Draw`` may probe one kind of edge, so that an attempt's instance is telling in
+one way rather than typical: ``shape`` (distinct dims, a literal spread over a shape larger
+than its sibling, permutations that do not commute), ``layout`` (tied dims, so a vector of
+``m`` values fits several axes, and constants laid along one axis: ``[1, m, 1]``), ``values``
+(zeros, range ends and large magnitudes that overflow float16 in floats, ``values``;
+inverted Clip bounds, zero epsilons) and ``guards`` (the search pins variables at and just
+past the edges of the guards, ``search``).
+
 Invariants:
 - Everything is drawn from the ``Draw`` given, so an instance is a function of its seed.
 - Integer operands (shapes, axes, indices, repeats) and flags are always constants: their
@@ -46,20 +54,39 @@ class Operand:
 
 
 ABSENT = Operand(None, None, True)
+SHAPE, LAYOUT, VALUES, GUARDS = "shape", "layout", "values", "guards"
+PROBES = ("", SHAPE, LAYOUT, VALUES, GUARDS)  # "": a typical draw
+# The largest magnitude a ``values`` probe draws: in float16 a product with a constant of 64
+# or more, or a square, overflows (65504 is its largest finite value); float32 and float64
+# activations this large overflow nothing a rule commonly holds.
+LARGE = {"float16": 2.0**10}
+LARGE_ELSE = 2.0**20
+# A ``values`` probe's tensor: all zeros, all large, or zeros, range ends and large
+# magnitudes mixed into ordinary values. A ``theme`` leans one way; per theme: the shares of
+# all-zero and all-large tensors, then of zeros and large magnitudes among mixed elements
+# (``attributes``: the "zero" theme's epsilons are 0).
+THEMES = {"": (0.15, 0.3, 0.2, 0.35), "zero": (0.35, 0.0, 0.4, 0.0),
+          "big": (0.05, 0.6, 0.1, 0.5)}
+END = 0.1  # range ends among mixed elements
 
 
 @dataclass
 class Draw:
-    """Random choices for one instance: the generator, the float dtype and the largest dim;
-    ``edge`` draws prefer the choices that expose mistakes (shapes of distinct dims, so a
-    swapped dim shows; a scalar literal spread over a shape larger than its sibling, so a
-    broadcast shows; permutations that do not commute)."""
+    """Random choices for one instance: the generator, the float dtype, the largest dim and
+    the edge it ``probe``s (see the module docstring; ``""`` draws typical instances)."""
 
     rng: np.random.Generator
     dtype: str = "float32"
     size: int = 4
-    edge: bool = False  # telling choices: distinct dims, literals larger than x, perms...
+    probe: str = ""  # one of PROBES
     memo: dict[str, Any] = field(default_factory=dict)  # per-op state (a Slice's spec)
+    tie: int = 0  # the one dim of a ``layout`` probe (drawn on first use)
+    theme: str = ""  # a ``values`` probe's leaning (THEMES): "zero", "big" or mixed
+
+    @property
+    def edge(self) -> bool:
+        """A ``shape`` probe: distinct dims, literals larger than their sibling, perms..."""
+        return self.probe == SHAPE
 
     def integer(self, lo: int, hi: int) -> int:
         return int(self.rng.integers(lo, hi + 1))
@@ -71,7 +98,15 @@ class Draw:
         return bool(self.rng.random() < p)
 
     def dim(self) -> int:
+        if self.probe == LAYOUT:
+            return self.tied()
         return self.integer(1, self.size)
+
+    def tied(self) -> int:
+        """The dim every axis of a ``layout`` probe has (2 or 3)."""
+        if not self.tie:
+            self.tie = self.integer(2, 3)
+        return self.tie
 
     def shape(self, rank: int) -> tuple[int, ...]:
         if self.edge and rank > 1:
@@ -81,11 +116,38 @@ class Draw:
 
     def floats(self, shape: Sequence[int], lo: float | None = None, hi: float | None = None
                ) -> np.ndarray:
-        if lo is None or hi is None:
-            values = self.rng.standard_normal(tuple(shape))
-        else:
-            values = self.rng.uniform(lo, hi, size=tuple(shape))
-        return np.asarray(values).astype(self.dtype)
+        return values(self.rng, shape, self.dtype, lo, hi, edge=self.probe == VALUES,
+                      theme=self.theme)
+
+
+def values(rng: np.random.Generator, shape: Sequence[int], dtype: str,
+           lo: float | None = None, hi: float | None = None, *, edge: bool = False,
+           theme: str = "") -> np.ndarray:
+    """Floats of ``shape``: N(0, 1), or uniform in ``[lo, hi]``. ``edge``: all zeros, all
+    large magnitudes (log-uniform up to ``LARGE``, either sign unless the range is
+    non-negative), or zeros, the range's ends and large magnitudes mixed in, so overflow in
+    the dtype, division by zero and ties show; ``theme`` picks the shares (``THEMES``). The
+    one value generator of instances: constants (``Draw.floats``) and the verifier's
+    inputs."""
+    shape = tuple(shape)
+    ranged = lo is not None and hi is not None
+    drawn = rng.uniform(lo or 0.0, hi or 0.0, size=shape) if ranged else \
+        rng.standard_normal(shape)
+    if edge and drawn.size:
+        style = rng.random()
+        u = rng.random(shape)
+        zeros, bigs, zero, big_share = THEMES[theme]
+        if style < zeros + bigs:  # one kind of edge for the whole tensor
+            u = np.full(shape, 0.0 if style < zeros else 1.0)
+        top = np.log(LARGE.get(np.dtype(dtype).name, LARGE_ELSE))
+        big = np.exp(rng.uniform(0.0, top, shape))
+        if not (ranged and (lo or 0.0) >= 0):
+            big = np.where(rng.random(shape) < 0.5, -big, big)
+        ends = rng.choice(np.array([lo, hi], dtype=np.float64), shape) if ranged else drawn
+        drawn = np.where(u < zero, 0.0, drawn)
+        drawn = np.where((u >= zero) & (u < zero + END), ends, drawn)
+        drawn = np.where(u >= 1.0 - big_share if big_share else u > 1.0, big, drawn)
+    return np.asarray(drawn).astype(dtype)
 
 
 def tensor(draw: Draw, shape: Sequence[int], lo: float | None = None, hi: float | None = None,
@@ -116,10 +178,13 @@ def reference(operands: Sequence[Operand | None]) -> Operand | None:
 
 def broadcast_variant(draw: Draw, shape: tuple[int, ...]) -> tuple[int, ...]:
     """``shape`` itself, or a shape that broadcasts to it: scalar, [1], a suffix, a channel
-    vector ``[C, 1, ..]`` (with or without leading 1), the last dim, or some dims set to 1."""
+    vector ``[C, 1, ..]`` (with or without leading 1), the last dim, or some dims set to 1.
+    A ``layout`` probe mostly lays a vector along one axis (``axis_vector``)."""
     r = len(shape)
     if r == 0:
         return ()
+    if draw.probe == LAYOUT and draw.coin(0.8):
+        return axis_vector(draw, shape)
     options: list[Callable[[], tuple[int, ...]]] = [
         lambda: shape, lambda: shape, lambda: shape, lambda: (), lambda: (1,),
         lambda: shape[draw.integer(0, r):],
@@ -129,6 +194,15 @@ def broadcast_variant(draw: Draw, shape: tuple[int, ...]) -> tuple[int, ...]:
         channel = (shape[1],) + (1,) * (r - 2)
         options += [lambda: channel, lambda: (1, *channel), lambda: (shape[-1],)]
     return tuple(draw.pick(options)())
+
+
+def axis_vector(draw: Draw, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The values of one axis of ``shape``, ones elsewhere, some leading ones dropped:
+    ``[1, m, 1]``, ``[m, 1, 1]``, ``[m]`` for ``[n, m, m, m]``. With tied dims these are the
+    layouts a per-channel guard must tell apart."""
+    axis = draw.integer(0, len(shape) - 1)
+    laid = tuple(d if i == axis else 1 for i, d in enumerate(shape))
+    return laid[draw.integer(0, axis):]
 
 
 def grown_variant(draw: Draw, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -294,9 +368,13 @@ def range_spec(draw: Draw) -> dict[str, Operand]:
 
 
 def scalar_operand(op: str, port: str, draw: Draw) -> Operand | None:
-    """Scalar float inputs: Clip bounds, Dropout's ratio, Pad's value."""
+    """Scalar float inputs: Clip bounds (a ``values`` probe inverts or ties them), Dropout's
+    ratio, Pad's value."""
     if op == "Clip" and port in ("min", "max"):
-        value = draw.pick([0.0, -1.0, -6.0]) if port == "min" else draw.pick([6.0, 1.0])
+        lows, highs = [0.0, -1.0, -6.0], [6.0, 1.0]
+        if draw.probe == VALUES:
+            lows, highs = [*lows, 1.0, 6.0], [*highs, 0.0, -1.0]
+        value = draw.pick(lows) if port == "min" else draw.pick(highs)
         return Operand(TensorType(draw.dtype, ()), np.asarray(value, draw.dtype), True)
     if op == "Dropout" and port == "ratio":
         return Operand(TensorType(draw.dtype, ()), np.asarray(0.5, draw.dtype), True)
@@ -326,13 +404,17 @@ def matmul_operand(draw: Draw, operands: Sequence[Operand | None], slot: int,
 def conv_operand(draw: Draw, operands: Sequence[Operand | None], slot: int,
                  attrs: dict[str, Any]) -> Operand:
     if slot == 0:
+        if draw.probe == LAYOUT:  # channels, height and width alike (see _conv_attrs)
+            return tensor(draw, (draw.integer(1, 2), *(draw.tied(),) * 3))
         n, c = draw.integer(1, 2), draw.integer(1, 4)
         return tensor(draw, (n, c, draw.integer(3, 6), draw.integer(3, 6)))
     x = operands[0]
     assert x is not None and x.value is not None
     group = int(attrs.get("group", 1))
     kernel = tuple(attrs.get("kernel_shape") or (draw.integer(1, 3), draw.integer(1, 3)))
-    m = int(draw.memo.setdefault("conv_m", group * draw.integer(1, 3)))
+    many = draw.tied() // group if draw.probe == LAYOUT and draw.tied() % group == 0 else \
+        draw.integer(1, 3)
+    m = int(draw.memo.setdefault("conv_m", group * many))
     c = x.shape[1]
     if slot == 1:
         fan_in = max(1, c // group * math.prod(kernel))
@@ -352,11 +434,11 @@ def norm_operand(op: str, draw: Draw, operands: Sequence[Operand | None], slot: 
     if op in ("LayerNormalization", "ge.AddLayerNorm"):
         if op == "ge.AddLayerNorm" and slot == 1:
             return tensor(draw, x.shape)
-        axis = int(attrs.get("axis", -1)) % len(x.shape)
-        shape = x.shape[axis:] if op == "LayerNormalization" else (x.shape[-1],)
+        axis = int(attrs.get("axis", -1)) % max(1, len(x.shape))
+        shape = x.shape[axis:] if op == "LayerNormalization" else x.shape[-1:]
         return tensor(draw, shape, 0.5, 1.5) if slot == (2 if op == "ge.AddLayerNorm" else 1) \
             else tensor(draw, shape)
-    channels = (x.shape[1],)
+    channels = x.shape[1:2] or (1,)  # (a pinned rank below 2: inference refuses it)
     if op == "BatchNormalization" and slot == 4:  # the variance: positive, some of it small
         return tensor(draw, channels, 0.01, 2.0)
     return tensor(draw, channels, 0.5, 1.5) if slot == 1 else tensor(draw, channels)

@@ -24,6 +24,15 @@ and rebuilds from the same draw, for up to ``ROUNDS`` rounds:
 it) or an attribute variable. Author examples (``@example(x: f32[2, 4])``) pin variables
 from the first round of every other attempt.
 
+A ``guards`` probe (``Draw.probe``) then moves the instance to the edges of its guards: the
+variable of every conjunct of the forms ``approx(v, E, rtol, atol)`` (``v`` at ``E`` plus or
+minus 0.9 of the tolerance ``atol + rtol * |E|``), ``v > E``, ``v >= E``, ``v < E``,
+``v <= E``, ``v != E`` (and ``all(..)`` of them; ``v`` on the bound, or a small step inside)
+is pinned at its edge, the instance still passing; sometimes one conjunct is pushed just
+past its edge instead (1.5 times the tolerance, or the other side of the bound), where the
+guard must reject. A tolerance loosened in a rule's text then lets through a value far from
+``E``, which its right side does not compute the same.
+
 Invariants:
 - The search only proposes instances; the compiled rule still decides (the verifier and the
   soundness check apply the compiled rewrite to what is found), so a wrong guess costs time,
@@ -46,15 +55,23 @@ from ...ir import formats
 from ...ir.graph import TensorType
 from ...ir.registry import Registry
 from .. import ast, program
+from ..builtins import approx
 from ..evaluate import evaluate
 from ..show import show
 from ..values import EvalError, Tensor, to_array, truth
 from .builder import Instance, InstanceBuilder
-from .proposals import Draw
+from .proposals import GUARDS, Draw
 
 ROUNDS = 4  # rebuilds per attempt, each pinning what the failing guards ask for
 BOUNDS = {">=": 0, "<=": 0, ">": 1, "<": -1}  # how far past the bound a pin goes
-FLIP = {">=": "<=", "<=": ">=", ">": "<", "<": ">"}
+FLIP = {">=": "<=", "<=": ">=", ">": "<", "<": ">", "!=": "!="}
+# Edges (a ``guards`` probe): which way the inside of a bound lies (+1: above it), and
+# whether the bound itself is inside.
+INSIDE = {">": (1, False), ">=": (1, True), "<": (-1, False), "<=": (-1, True),
+          "!=": (1, False)}
+STEP = 2.0**-8  # a float bound's edge step, relative to max(|bound|, 1) (float16 holds it)
+AT, PAST = 0.9, 1.5  # an approx guard's edge: these fractions of its tolerance from E
+PAST_SHARE = 0.3  # guards probes that push one conjunct just past its edge
 NO_TYPING = "no typing of the left side found"
 SOLVED = ("v == E", "all(v == E)", "approx(v, E)", "item(v) == E", "shape(v) == E",
           "rank(v) == k (k <= 8)", "format(v) == E", "p[q] == E", "f(a) == f(v)",
@@ -84,7 +101,7 @@ class InstanceEnv:
             return Tensor(name, o.type, o.value if o.const else None)
         if name in self.instance.attrs:
             return self.instance.attrs[name]
-        raise KeyError(name)  # not a name of the rule: a constant (f16, pi) or unbound
+        raise KeyError(name)  # the evaluator then reads a built-in constant (pi, f16, inf)
 
     def node_attr(self, binder: str, attr: str) -> Any:
         node = self.instance.nodes.get(binder)
@@ -116,6 +133,14 @@ class Search:
         pins: dict[str, Any] = {}
         if self.examples and attempt % 2 == 0:
             pins = dict(self.examples[attempt // 2 % len(self.examples)])
+        found = self._solved(draw, pins, verified)
+        if found.instance is not None and not found.blocker and draw().probe == GUARDS:
+            return self._at_edges(found, draw, verified)
+        return found
+
+    def _solved(self, draw: Callable[[], Draw], pins: dict[str, Any], verified: bool
+                ) -> Found:
+        """Build, solve the failing guards into ``pins``, rebuild (``ROUNDS`` at most)."""
         found = Found(None, NO_TYPING)
         for _ in range(ROUNDS):
             fresh = _with_dtype(draw(), pins)
@@ -129,6 +154,75 @@ class Search:
                 return found
             pins.update(new)
         return found
+
+    def _at_edges(self, found: Found, draw: Callable[[], Draw], verified: bool) -> Found:
+        """``found`` (which passes every guard) rebuilt with its guards' variables at their
+        edges, one of them sometimes just past it (see the module docstring)."""
+        assert found.instance is not None
+        chooser = draw()
+        edges = self.edges(found.instance, chooser)
+        if not edges:
+            return found
+        past = chooser.integer(0, len(edges) - 1) if chooser.coin(PAST_SHARE) else -1
+        pins = dict(found.pins or {})
+        for k, (at, beyond) in enumerate(edges):
+            for name, value in (beyond if k == past else at):
+                pins[name] = value
+        instance = self.builder.build(_with_dtype(draw(), pins), verified=verified,
+                                      fixed=pins)
+        if instance is None:
+            return found
+        return Found(instance, self.check(instance)[0], pins)
+
+    def edges(self, instance: Instance, chooser: Draw
+              ) -> list[tuple[list[tuple[str, Any]], list[tuple[str, Any]]]]:
+        """Per conjunct with an edge: the pins at its edge and the pins just past it."""
+        env = InstanceEnv(instance)
+        out: list[tuple[list[tuple[str, Any]], list[tuple[str, Any]]]] = []
+        for clause in self.direction.clauses:
+            if isinstance(clause, program.Let):
+                try:
+                    env.lets[clause.name] = evaluate(clause.expr, env)
+                except EvalError:
+                    return out
+                continue
+            for part in conjuncts(clause.expr):
+                at = list(self._edge(part, env, chooser, past=False))
+                beyond = list(self._edge(part, env, chooser, past=True))
+                if at and beyond:
+                    out.append((at, beyond))
+        return out
+
+    def _edge(self, e: ast.Expr, env: InstanceEnv, chooser: Draw, past: bool
+              ) -> Iterator[tuple[str, Any]]:
+        fill = False
+        if isinstance(e, ast.Call) and e.func == "all" and len(e.args) == 1:
+            e, fill = e.args[0], True
+        if isinstance(e, ast.Call) and e.func == "approx" and len(e.args) >= 2:
+            center = _value(e.args[1], env)
+            tol = _tolerance(e, env)
+            if center is None or tol is None:
+                return
+            try:
+                width = tol[1] + tol[0] * np.abs(np.asarray(to_array(center), np.float64))
+            except (EvalError, TypeError, ValueError):
+                return
+            if not np.all(width > 0):
+                return
+            sign = 1.0 if chooser.coin() else -1.0
+            value = np.asarray(to_array(center), np.float64) + sign * width * (
+                PAST if past else AT)
+            yield from self._pins(e.args[0], value if value.ndim else float(value), env, True)
+        elif isinstance(e, ast.Binary) and e.op in INSIDE:
+            for target, other, op in ((e.left, e.right, e.op), (e.right, e.left, FLIP[e.op])):
+                bound = _value(other, env)
+                if not _leaf(target) or isinstance(bound, bool) or not isinstance(
+                        bound, (int, float, np.integer, np.floating)):
+                    continue
+                found = list(self._pins(target, _beside(bound, op, past), env, fill))
+                if found:
+                    yield from found
+                    return
 
     def check(self, instance: Instance) -> tuple[str, dict[str, Any]]:
         """The first failing conjunct's text ('' if none) and pins that would fix the
@@ -199,8 +293,12 @@ class Search:
                 yield from found or self._equal(b, a, env)
                 return
         value = _value(expr, env)
-        if value is None:
-            return
+        if value is not None:
+            yield from self._pins(target, value, env, fill)
+
+    def _pins(self, target: ast.Expr, value: Any, env: InstanceEnv, fill: bool
+              ) -> Iterator[tuple[str, Any]]:
+        """Pins making ``target`` (a solvable form) equal ``value``."""
         name = _leaf(target)
         if isinstance(target, ast.Name) and name in self.leaves:
             yield name, _filled(env, name, value) if fill else _plain(value)
@@ -210,6 +308,34 @@ class Search:
             pin = _index_pin(target, value, env)
             if pin is not None:
                 yield name, pin
+
+
+def _tolerance(e: ast.Call, env: InstanceEnv) -> tuple[float, float] | None:
+    """``approx``'s ``(rtol, atol)``: its keywords, else the built-in's defaults."""
+    defaults = approx.__kwdefaults__ or {}
+    tol = {"rtol": float(defaults.get("rtol", 0.0)), "atol": float(defaults.get("atol", 0.0))}
+    for k in e.kwargs:
+        value = _value(k.value, env)
+        if k.name not in tol or isinstance(value, bool) or not isinstance(
+                value, (int, float, np.integer, np.floating)):
+            return None
+        tol[k.name] = float(value)
+    for key, a in zip(("rtol", "atol"), e.args[2:], strict=False):  # approx(v, E, rt, at)
+        value = _value(a, env)
+        if not isinstance(value, (int, float, np.integer, np.floating)):
+            return None
+        tol[key] = float(value)
+    return tol["rtol"], tol["atol"]
+
+
+def _beside(bound: Any, op: str, past: bool) -> int | float:
+    """A value at the edge of ``v op bound`` (inside it), or just past it (outside)."""
+    inward, closed = INSIDE[op]
+    step: int | float = 1 if isinstance(bound, (int, np.integer)) else STEP * max(
+        abs(float(bound)), 1.0)
+    if past:
+        return bound if not closed else bound - inward * step  # type: ignore[no-any-return]
+    return bound if closed else bound + inward * step  # type: ignore[no-any-return]
 
 
 def conjuncts(e: ast.Expr) -> Iterator[ast.Expr]:
