@@ -12,7 +12,9 @@ files, SoC profiles, archives):
 - Every refusal is a ``GeError`` of the caller's ``kind`` naming the path as the caller shows
   it: ``no such file``, ``is a folder``, ``is a named pipe (FIFO)``, ``permission denied``...
 - ``inside(path, roots)`` is the one confinement check (includes, archives' members): the path
-  with every symlink resolved must lie under one of the roots (also resolved).
+  with every symlink resolved must lie under one of the roots (also resolved). ``open_input``
+  with ``roots`` checks again the file it actually opened (its path read back from the
+  descriptor), so a symlink swapped in between the check and the open is refused too.
 
 Writing:
 - A target is either untouched or holds the complete new content: ``atomic_open`` writes a
@@ -101,8 +103,13 @@ def os_reason(e: OSError) -> str:
 
 
 def open_input(path: str | os.PathLike[str], *, what: str = "a file",
-               kind: type[GeError] = ModelError, label: str | None = None) -> int:
-    """A read-only descriptor of the regular file at ``path`` (see the module docstring)."""
+               kind: type[GeError] = ModelError, label: str | None = None,
+               roots: Sequence[str | os.PathLike[str]] | None = None) -> int:
+    """A read-only descriptor of the regular file at ``path`` (see the module docstring).
+
+    With ``roots``, the file *opened* must lie under one of them: its path is read back from
+    the descriptor, so a symlink swapped in after the caller's own ``inside`` check (and before
+    the open) is still refused."""
     where = label if label is not None else os.fspath(path)
     try:
         before = os.stat(path)
@@ -119,7 +126,20 @@ def open_input(path: str | os.PathLike[str], *, what: str = "a file",
             before.st_dev, before.st_ino):
         os.close(fd)
         raise kind("the file changed while it was opened", file=where)
+    if roots is not None and not inside(_opened_path(fd, path), roots):
+        os.close(fd)
+        raise kind("the file opened lies outside its allowed folders (was it replaced by a "
+                   "symlink while it was opened?)", file=where)
     return fd
+
+
+def _opened_path(fd: int, path: str | os.PathLike[str]) -> str:
+    """The path of the file behind ``fd`` as the kernel knows it (``/proc/self/fd``); where
+    there is no such folder, ``path`` resolved now (then a swap remains possible)."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(path)
 
 
 def _size_text(n: int) -> str:
@@ -155,10 +175,11 @@ def read_fd(fd: int, limit: int, *, where: str, what: str = "a file",
 
 def read_input(path: str | os.PathLike[str], *, limit: int, what: str = "a file",
                kind: type[GeError] = ModelError, label: str | None = None,
-               hint: str = "") -> bytes:
-    """The bytes of the regular file at ``path``, at most ``limit`` of them."""
+               hint: str = "", roots: Sequence[str | os.PathLike[str]] | None = None) -> bytes:
+    """The bytes of the regular file at ``path``, at most ``limit`` of them (``roots``: see
+    ``open_input``)."""
     where = label if label is not None else os.fspath(path)
-    fd = open_input(path, what=what, kind=kind, label=where)
+    fd = open_input(path, what=what, kind=kind, label=where, roots=roots)
     try:
         return read_fd(fd, limit, where=where, what=what, kind=kind, hint=hint)
     finally:

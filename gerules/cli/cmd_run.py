@@ -92,7 +92,8 @@ def _load_pipeline(path: Path, args: argparse.Namespace, devices: int) -> Runnab
     from ..runtime.pipeline import PipelineModel
 
     model = PipelineModel.load(path, devices=devices, backend=args.backend,
-                               ray_address=args.ray_address, streams=args.streams)
+                               ray_address=args.ray_address, streams=args.streams,
+                               budgets=options.budgets(args))
     _OPEN.append(model)
     inputs = tuple(Value.of(d.name, d.dtype, d.shape) for d in model.inputs)
     log.info("running %s on %d devices (%s backend)", path, devices, model.backend)

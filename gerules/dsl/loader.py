@@ -138,7 +138,8 @@ class _Loader:
         if real in self.done:
             return
         self.done.add(real)
-        parsed = _parse(read_source(path, display, opened_at), display)
+        parsed = _parse(read_source(path, display, opened_at,
+                                    self.roots if opened_at is not None else None), display)
         for inc in (i for i in parsed.items if isinstance(i, ast.Include)):
             try:
                 target, shown = resolve_include(inc, path, display)

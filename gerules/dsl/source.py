@@ -12,6 +12,7 @@ Invariants:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import GeError
@@ -33,11 +34,13 @@ def point(file: str, text: str, pos: int, width: int = 1) -> Span:
     return Span(file, line, col, line, col + width)
 
 
-def read_source(path: Path, display: str, opened_at: Span | None = None) -> str:
-    """The checked text of the file at ``path`` (errors name it ``display``)."""
+def read_source(path: Path, display: str, opened_at: Span | None = None,
+                roots: Sequence[Path] | None = None) -> str:
+    """The checked text of the file at ``path`` (errors name it ``display``); with ``roots``
+    (an include), the file opened must lie under one of them."""
     where = opened_at or Span(display, 1, 1, 1, 1)
     try:
-        data = read_input(path, limit=MAX_BYTES, what="a rule file", kind=GeError)
+        data = read_input(path, limit=MAX_BYTES, what="a rule file", kind=GeError, roots=roots)
     except GeError as e:
         reason = e.message if opened_at is None else f"cannot open '{display}': {e.message}"
         raise RuleError(reason, where) from None

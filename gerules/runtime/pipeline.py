@@ -27,6 +27,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from ..budgets import DEFAULT, Budgets
 from ..errors import UsageError
 from ..ir.registry import Registry, default_registry
 from ..om.contents import OmContents, Pipeline, Variant
@@ -48,22 +49,23 @@ class StageRunner:
     """One stage ready to run: its program in an arena pool, and its weights."""
 
     def __init__(self, variant: Variant, streams: int = 1,
-                 registry: Registry | None = None) -> None:
+                 registry: Registry | None = None, budgets: Budgets = DEFAULT) -> None:
         self.variant = variant
-        self.pool = ArenaPool(Program(variant.graph, variant.plan, registry or default_registry()))
+        self.pool = ArenaPool(Program(variant.graph, variant.plan, registry or default_registry(),
+                                      budgets))
         self.weights = dict(variant.graph.initializers)
         self.streams = streams if streams <= variant.plan.stream_count else 1
         self.inputs = variant.graph.input_names
 
     @classmethod
     def from_package(cls, doc: dict[str, Any], weights: np.ndarray, name: str,
-                     streams: int = 1) -> StageRunner:
+                     streams: int = 1, budgets: Budgets = DEFAULT) -> StageRunner:
         """A stage from ``stage_package``'s JSON and weights buffer, checked as the ``.om``
         reader checks a file (this is how a Ray actor gets its stage)."""
         registry = default_registry()
         section = Section(int(Kind.WEIGHTS), 0, int(weights.nbytes), b"")
         contents = decode(doc, weights, section, name, registry)
-        return cls(contents.variants[0], streams, registry)
+        return cls(contents.variants[0], streams, registry, budgets)
 
     def run(self, parts: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
         """Outputs of one micro-batch, from the dicts holding its inputs."""
@@ -138,9 +140,9 @@ class LocalPipeline:
     """The stages in this process, one after the other for each micro-batch."""
 
     def __init__(self, contents: OmContents, routes_: Sequence[Route], streams: int,
-                 registry: Registry) -> None:
+                 registry: Registry, budgets: Budgets = DEFAULT) -> None:
         assert contents.pipeline is not None
-        self.stages = [StageRunner(st.variant, streams, registry)
+        self.stages = [StageRunner(st.variant, streams, registry, budgets)
                        for st in contents.pipeline.stages]
         self.routes = tuple(routes_)
 
@@ -179,20 +181,22 @@ class PipelineModel:
     @classmethod
     def load(cls, path: str | os.PathLike[str], *, devices: int, backend: Backend = "auto",
              ray_address: str | None = None, streams: int | None = None,
-             registry: Registry | None = None) -> PipelineModel:
+             registry: Registry | None = None, budgets: Budgets = DEFAULT) -> PipelineModel:
+        """``budgets`` hold for the file (as ``Model.load``) and for every stage's runs, in
+        this process or in a Ray actor."""
         registry = registry or default_registry()
         if backend not in BACKENDS:
             raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-        model = Model.load(path, streams=streams, registry=registry)
+        model = Model.load(path, streams=streams, registry=registry, budgets=budgets)
         try:
-            return cls._start(model, devices, backend, ray_address, registry)
+            return cls._start(model, devices, backend, ray_address, registry, budgets)
         except BaseException:
             model.close()
             raise
 
     @classmethod
     def _start(cls, model: Model, devices: int, backend: str, ray_address: str | None,
-               registry: Registry) -> PipelineModel:
+               registry: Registry, budgets: Budgets) -> PipelineModel:
         pipeline = model.pipeline
         if pipeline is None:
             raise UsageError(f"--devices {devices}: this .om is not pipelined; compile it with "
@@ -213,11 +217,12 @@ class PipelineModel:
         if backend == "ray":
             from .ray_backend import RayPipeline
 
-            executor: Executor = RayPipeline(contents, wiring, model.streams, ray_address)
+            executor: Executor = RayPipeline(contents, wiring, model.streams, ray_address,
+                                             budgets)
         else:
             if ray_address:
                 raise UsageError("--ray_address needs the ray backend")
-            executor = LocalPipeline(contents, wiring, model.streams, registry)
+            executor = LocalPipeline(contents, wiring, model.streams, registry, budgets)
         return cls(model, executor, backend)
 
     @property

@@ -29,6 +29,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import logging
 import os
@@ -37,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from ..budgets import DEFAULT, Budgets
 from ..errors import GeError, ResourceLimit, UsageError
 from ..om.contents import OmContents
 from .pipeline import Route, StageRunner, stage_package
@@ -74,11 +76,11 @@ class StageActor:
     """What runs inside a Ray actor: one ``StageRunner``, with the caller's BLAS threads."""
 
     def __init__(self, doc: dict[str, Any], weights: np.ndarray, name: str, streams: int,
-                 threads: int) -> None:
+                 threads: int, budgets: dict[str, Any]) -> None:
         from threadpoolctl import threadpool_limits
 
         threadpool_limits(limits=threads, user_api="blas")  # libraries loaded already
-        self.runner = StageRunner.from_package(doc, weights, name, streams)
+        self.runner = StageRunner.from_package(doc, weights, name, streams, Budgets(**budgets))
 
     def ready(self) -> bool:
         return True
@@ -94,7 +96,7 @@ class RayPipeline:
     """The stages as Ray actors (see the module invariants)."""
 
     def __init__(self, contents: OmContents, wiring: Sequence[Route], streams: int,
-                 address: str | None) -> None:
+                 address: str | None, budgets: Budgets = DEFAULT) -> None:
         import ray
 
         assert contents.pipeline is not None
@@ -113,7 +115,8 @@ class RayPipeline:
                 doc, weights = stage_package(contents, k)
                 self.actors.append(actor.options(
                     num_cpus=share, runtime_env={"env_vars": blas_env(threads)}).remote(
-                    doc, ray.put(weights), st.name, streams, threads))
+                    doc, ray.put(weights), st.name, streams, threads,
+                    dataclasses.asdict(budgets)))
             self._get([a.ready.remote() for a in self.actors])
         except BaseException:
             self.close()

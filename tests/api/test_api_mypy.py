@@ -39,7 +39,8 @@ def test_mypy_passes_on_examples_and_the_api_and_catches_mistakes(
         tmp_path: Path, pytestconfig: pytest.Config) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text(PROBE)
-    cache = pytestconfig.cache.mkdir("mypy-api") if pytestconfig.cache else tmp_path / "cache"
+    store = getattr(pytestconfig, "cache", None)  # absent under -p no:cacheprovider
+    cache = store.mkdir("mypy-api") if store else tmp_path / "cache"
     targets = [*sorted(str(p) for p in (ROOT / "examples").glob("*.py")),
                str(ROOT / "gerules" / "api"), str(ROOT / "gerules" / "__init__.py"), str(probe)]
     result = subprocess.run(

@@ -120,3 +120,30 @@ def test_several_errors_are_all_reported(tmp_path: Path) -> None:
 def test_missing_path_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(RuleError, match="no such file"):
         load_rules([tmp_path / "nope.ger"])
+
+
+def test_an_include_swapped_for_a_symlink_after_its_check_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race the folder check alone leaves open: 'b.ger' is a plain file inside the rules'
+    folder when the loader checks it, and a symlink to a secret outside when it is opened."""
+    from gerules.dsl import loader
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET\n")
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "a.ger").write_text('include "b.ger"\nruleset r\n')
+    (rules / "b.ger").write_text("ruleset inner\n")
+    checked = loader._Loader.confine
+
+    def confine_then_swap(self, inc, target, display):  # type: ignore[no-untyped-def]
+        checked(self, inc, target, display)
+        target.unlink()
+        target.symlink_to(secret)
+
+    monkeypatch.setattr(loader._Loader, "confine", confine_then_swap)
+    with pytest.raises(RuleError) as info:
+        load_rules([rules / "a.ger"])
+    message = str(info.value)
+    assert "b.ger': the file opened lies outside its allowed folders" in message
+    assert "TOP-SECRET" not in message

@@ -136,3 +136,37 @@ def test_running_without_ray_never_imports_it(compiled, tmp_path: Path) -> None:
                           cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def _tiny_live_budget():  # type: ignore[no-untyped-def]
+    from gerules.budgets import DEFAULT
+
+    return DEFAULT.replace(live_bytes=64)
+
+
+def test_run_devices_keeps_the_budgets_of_the_command_line(compiled,  # type: ignore[no-untyped-def]
+                                                           capsys: pytest.CaptureFixture[str]
+                                                           ) -> None:
+    path, _ = compiled("encoder", partitions=3)
+    assert main(["run", str(path), "--devices", "3", "--backend", "local",
+                 "--max_live_bytes", "64"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--max_live_bytes" in err[0]
+    from gerules.errors import ResourceLimit
+
+    with PipelineModel.load(path, devices=3, backend="local") as p:  # the default budgets
+        runner = p._executor.stages[0]  # type: ignore[attr-defined]
+        assert runner.pool.program.budgets.live_bytes > 64
+    with pytest.raises(ResourceLimit, match="--max_live_bytes"), PipelineModel.load(
+            path, devices=3, backend="local", budgets=_tiny_live_budget()) as p:
+        p.run(feeds("encoder", 0))
+
+
+@pytest.mark.distributed
+def test_ray_stages_keep_the_budgets(compiled, ray_cluster) -> None:  # type: ignore[no-untyped-def]
+    from gerules.errors import ResourceLimit
+
+    path, _ = compiled("encoder", partitions=2)
+    with pytest.raises(ResourceLimit, match="--max_live_bytes"), PipelineModel.load(
+            path, devices=2, backend="ray", budgets=_tiny_live_budget()) as p:
+        p.run(feeds("encoder", 0))
