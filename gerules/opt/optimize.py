@@ -246,9 +246,9 @@ def _saturate_and_extract(graph: Graph, options: OptimizeOptions, registry: Regi
     plain = NpuCostModel(model.profile, model.registry, small_channel=model.small_channel,
                          layout=False)
     result = _phase(graph, library, schedule, plain, options, disabled, report)
-    if not model.layout:
-        return result
     steps = _filter(library.schedules.get(LAYOUT_SCHEDULE, Seq()), disabled, library)
+    if not model.layout or not _patterns(steps):  # off, or every layout rule switched off
+        return result
     first = (report.rules, report.fusions, dict(report.phases))
     report.rules, report.fusions = {}, []
     final = _phase(result, library, steps, model, options, disabled, report, "layout ")

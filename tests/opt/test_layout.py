@@ -112,3 +112,24 @@ def test_small_channel_is_chosen_only_when_enabled() -> None:
     assert ("NCHW", "NC1HWC0_C04") in _transfers(small)
     assert not any("C04" in d for _, d in _transfers(plain))
     assert rep4.estimate_after.total_us < rep.estimate_after.total_us
+
+
+def test_layout_runs_in_an_egraph_of_its_own_after_fusion() -> None:
+    """GE's order: the level's schedule fuses, then schedule LAYOUT places formats on the
+    graph that gave, in a second (smaller) e-graph with its own figures and phase times; a
+    fusion the layout e-graph then stated in 5HD keeps its whole chain back to the source
+    nodes; with every layout rule switched off the second e-graph is not built."""
+    case = MODELS["tiny_resnet"]()
+    source, out, report = _optimized(case)
+    saturation = report.to_json()["saturation"]
+    assert 0 < saturation["layout"]["egraph_nodes"] < saturation["egraph_nodes"]
+    assert {"layout lower", "layout saturate", "layout extract"} <= set(report.phases)
+    names = {n.name for n in source.nodes}
+    assert all(name in names for f in report.fusions for name, _ in f.replaced)
+    assert {n.name for n in out.nodes} >= {f.node for f in report.fusions}
+    stem = next(f for f in report.fusions if ("stem", "Conv") in f.replaced)
+    assert stem.op == "ge.FusedConv" and stem.chain[0] == "fold_conv_bn"
+    assert stem.chain[-1] == "conv_in_5hd" and ("stem.relu", "Relu") in stem.replaced
+    _, off, plain = _optimized(case, disabled=frozenset({"layout", "layout_motion"}))
+    assert "layout" not in plain.to_json()["saturation"] and not _transfers(off)
+    assert not any(k.startswith("layout ") for k in plain.phases)
