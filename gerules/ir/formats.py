@@ -185,8 +185,12 @@ def _pad(x: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
     return out
 
 
-def to_format(x: np.ndarray, fmt: str) -> np.ndarray:
-    """The physical array of the plain logical array ``x`` in ``fmt`` (padding zeros)."""
+def to_format(x: np.ndarray, fmt: str, out: np.ndarray | None = None) -> np.ndarray:
+    """The physical array of the plain logical array ``x`` in ``fmt`` (padding zeros);
+    written into ``out`` when given (it must have the physical shape and x's dtype: the
+    runtime's arena), without a temporary for NC1HWC0 and NHWC."""
+    if out is not None:
+        return _into(x, fmt, out)
     if fmt == ND:
         return x
     check_hold(fmt, tuple(int(d) for d in x.shape))
@@ -217,6 +221,29 @@ def to_format(x: np.ndarray, fmt: str) -> np.ndarray:
     p = _pad(x, (*lead, m1 * FRACTAL, k1 * k)).reshape(*lead, m1, FRACTAL, k1, k)
     r = len(lead)
     return np.ascontiguousarray(p.transpose(*range(r), r + 2, r, r + 1, r + 3))
+
+
+def _into(x: np.ndarray, fmt: str, out: np.ndarray) -> np.ndarray:
+    """``to_format(x, fmt)`` written into ``out`` (see ``to_format``)."""
+    if fmt in (NC1HWC0, NC1HWC0_C04) and x.ndim == 4:
+        n, c, h, w = x.shape
+        block = out.shape[-1]
+        full, rest = divmod(c, block)
+        if tuple(out.shape) != (n, full + (rest > 0), h, w, block):
+            raise ShapeError(f"a {fmt} tensor of shape {list(x.shape)} cannot be written "
+                             f"into {list(out.shape)}")
+        blocks = out.transpose(0, 1, 4, 2, 3)  # a view: [N, C1, C0, H, W]
+        np.copyto(blocks[:, :full], x[:, :full * block].reshape(n, full, block, h, w))
+        if rest:
+            np.copyto(blocks[:, full, :rest], x[:, full * block:])
+            blocks[:, full, rest:] = 0
+        return out
+    if fmt == NHWC and x.ndim == 4 and tuple(out.shape) == (x.shape[0], *x.shape[2:],
+                                                             x.shape[1]):
+        np.copyto(out, x.transpose(0, 2, 3, 1))
+        return out
+    np.copyto(out, to_format(x, fmt))
+    return out
 
 
 def from_format(p: np.ndarray, fmt: str, shape: Shape) -> np.ndarray:

@@ -24,11 +24,17 @@ inference, the e-graph's shape analysis, rule checking) sees the same decision:
 Kernels of native ops read the logical types of their operands from ``Call.types`` (the
 runtime, the executor, graph inference and the e-graph's folding pass them); a call without
 types means every operand is plain. A read-only operand (a weight) is converted once and its
-plain form kept while it lives, up to ``PLAIN_KEPT`` bytes in all.
+plain form kept while it lives, up to ``PLAIN_KEPT`` bytes in all. In the runtime's arena
+(``kernel_out``) an NC1HWC0 activation is converted into a buffer this thread keeps for its
+input port, the plain kernel writes into buffers kept per output, and the result is written
+into the arena in its format directly: the conversions copy, but touch no fresh memory per
+call (each buffer holds the largest tensor it served on the thread).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -205,9 +211,12 @@ def _formatted(call: Call) -> bool:
     return any(t is not None and t.format != F.ND for t in call.types)
 
 
-def plain_inputs(inputs: Sequence[np.ndarray | None], call: Call) -> list[np.ndarray | None]:
+def plain_inputs(inputs: Sequence[np.ndarray | None], call: Call, buffered: bool = False
+                 ) -> list[np.ndarray | None]:
     """The operands as plain logical arrays (formatted ones converted, padding dropped;
-    a read-only one, a weight, converted once and kept while it lives)."""
+    a read-only one, a weight, converted once and kept while it lives). ``buffered``: an
+    NC1HWC0 activation is converted into this thread's buffer for its port (the caller
+    must be done with the result, and with any output viewing it, before the next call)."""
     out: list[np.ndarray | None] = []
     for k, x in enumerate(inputs):
         t = call.types[k] if k < len(call.types) else None
@@ -216,10 +225,27 @@ def plain_inputs(inputs: Sequence[np.ndarray | None], call: Call) -> list[np.nda
         elif t.shape is None:
             raise ShapeError(f"a {t.format} operand needs a known rank, got {t}")
         elif x.flags.writeable:
-            out.append(F.from_format(x, t.format, F.bind(t.shape, t.dtype, t.format, x.shape)))
+            shape = F.bind(t.shape, t.dtype, t.format, x.shape)
+            if buffered and t.format == F.NC1HWC0 and x.ndim == 5:
+                out.append(_unblock_into(x, shape, _buffer(k, (
+                    x.shape[0], x.shape[1] * x.shape[4], *x.shape[2:4]), x.dtype)))
+            else:
+                out.append(F.from_format(x, t.format, shape))
         else:
             out.append(_weight(x, t))
     return out
+
+
+def _unblock_into(x: np.ndarray, shape: Sequence[int], buf: np.ndarray) -> np.ndarray:
+    """The plain [N, C, H, W] array of the NC1HWC0 array ``x`` written into ``buf`` (of
+    [N, C1*C0, H, W]): ``formats.from_format`` without a fresh array."""
+    want = F.physical_shape(tuple(shape), x.dtype.name, F.NC1HWC0)
+    if tuple(x.shape) != want:
+        raise ShapeError(f"a NC1HWC0 tensor of shape {list(shape)} is held as {list(want)}, "
+                         f"got {list(x.shape)}")
+    n, c1, h, w, c0 = x.shape
+    np.copyto(buf.reshape(n, c1, c0, h, w), x.transpose(0, 1, 4, 2, 3))
+    return buf[:, :int(shape[1])]
 
 
 # id(weight) -> (a weak reference to it, its format, its plain array); an entry leaves with
@@ -263,19 +289,60 @@ def wrap_kernel(kernel: KernelFn, rule: FormatRule) -> KernelFn:
     return run
 
 
-def wrap_kernel_out(kernel_out: KernelOutFn, kernel: KernelFn) -> KernelOutFn:
-    """``kernel_out`` for plain operands; formatted ones go through the wrapped ``kernel``
-    and are copied into the outputs."""
+def wrap_kernel_out(kernel_out: KernelOutFn, kernel: KernelFn, infer: InferFn,
+                    rule: FormatRule) -> KernelOutFn:
+    """``kernel_out`` for plain operands. Formatted ones are converted into this thread's
+    reusable buffers (one per input port), the plain ``kernel_out`` writes into reusable
+    output buffers (their plain shapes from the plain ``infer``), and each output is
+    written into the arena in its format: no fresh pages per call. (Outputs of a shape
+    that inference leaves open go through the plain ``kernel`` and are copied.)"""
+
+    # id(call) -> (call, its plain form, plain output types, output formats): a runtime
+    # step keeps its Call, so inference runs once per step (bounded: cleared when full)
+    memo: dict[int, tuple[Call, Call, list[TensorType], list[str]]] = {}
 
     def run(inputs: Sequence[np.ndarray | None], call: Call, outs: Sequence[np.ndarray]
             ) -> None:
         if not _formatted(call):
             kernel_out(inputs, call, outs)
             return
-        for dst, y in zip(outs, kernel(inputs, call), strict=False):
-            np.copyto(dst, y)
+        hit = memo.get(id(call))
+        if hit is None or hit[0] is not call:
+            plain_call = dataclasses.replace(call, types=tuple(
+                None if t is None else TensorType(t.dtype, t.shape) for t in call.types))
+            types = list(infer(plain_call.types, [None] * len(inputs), plain_call))
+            types = types[:len(outs)]
+            if len(memo) >= MEMO_CALLS:
+                memo.clear()
+            memo[id(call)] = hit = (call, plain_call, types,
+                                    list(rule.output_formats(call.types, types, call)))
+        _, plain_call, types, fmts = hit
+        operands = plain_inputs(inputs, call, buffered=True)
+        if all(t.is_static for t in types):
+            ys = [_buffer(-1 - k, t.physical_shape or (), np.dtype(t.dtype))
+                  for k, t in enumerate(types)]
+            kernel_out(operands, plain_call, ys)
+        else:
+            ys = [np.asarray(y) for y in kernel(operands, plain_call)]
+        for dst, y, f in zip(outs, ys, fmts, strict=False):
+            F.to_format(y, f, out=dst)  # before the next call reuses the buffers
 
     return run
+
+
+MEMO_CALLS = 4096
+_BUFFERS = threading.local()  # .slots: input port -> a reusable byte buffer
+
+
+def _buffer(port: int, shape: Sequence[Any], dtype: np.dtype) -> np.ndarray:
+    """An uninitialised array of ``shape`` in this thread's buffer for input ``port`` (or
+    output ``-1 - port``), valid until the next call for that port on this thread."""
+    slots: dict[int, np.ndarray] = _BUFFERS.__dict__.setdefault("slots", {})
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    buf = slots.get(port)
+    if buf is None or buf.nbytes < nbytes:
+        buf = slots[port] = np.empty(max(nbytes, 1 << 16), np.uint8)
+    return buf[:nbytes].view(dtype).reshape(tuple(shape))
 
 
 def rule_of(infer: Any) -> FormatRule | None:

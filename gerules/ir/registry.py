@@ -130,15 +130,16 @@ class OpSchema:
         if rule_of(self.infer) is not None:
             return  # already wrapped (a copy of a schema)
         rule = self.formats or (ELEMENTWISE_RULE if ELEMENTWISE in self.traits else PLAIN)
-        infer = wrap_infer(self.infer, rule)
+        plain_infer = self.infer
+        infer = wrap_infer(plain_infer, rule)
         object.__setattr__(self, "formats", rule)
         object.__setattr__(self, "infer", infer)
         if rule.converts:
-            kernel = wrap_kernel(self.kernel, rule)
-            object.__setattr__(self, "kernel", kernel)
+            plain = self.kernel
+            object.__setattr__(self, "kernel", wrap_kernel(plain, rule))
             if self.kernel_out is not None:
-                object.__setattr__(self, "kernel_out", wrap_kernel_out(self.kernel_out,
-                                                                       kernel))
+                object.__setattr__(self, "kernel_out", wrap_kernel_out(
+                    self.kernel_out, plain, plain_infer, rule))
 
     @property
     def kind(self) -> str:

@@ -19,6 +19,7 @@ from gerules.errors import ShapeError
 from gerules.ir import formats as F
 from gerules.ir.graph import Graph, Node, TensorType, Value
 from gerules.ir.ops.api import evaluate, infer_types
+from gerules.ir.registry import default_registry
 from gerules.ir.verify import verify
 from gerules.runtime.executor import run_graph
 
@@ -141,6 +142,8 @@ def test_every_transfer_gives_the_values_back(fmt: str, dtype: str, seed: int) -
     assert p.shape == F.physical_shape(shape, dtype, fmt)
     assert p.sum(dtype=np.float64) == x.sum(dtype=np.float64)  # the padding is zeros
     assert np.array_equal(F.from_format(p, fmt, shape), x)
+    into = np.full(p.shape, 7, dtype)  # written into an arena view holding old values
+    assert F.to_format(x, fmt, out=into) is into and np.array_equal(into, p)
     # and through every other format, as the TransData op does it
     for other in F.FORMATS:
         if F.can_hold(other, shape) is None:
@@ -238,6 +241,14 @@ def test_native_conv_on_its_formats_equals_the_plain_one(group: int) -> None:
     assert got.shape == out.physical_shape
     np.testing.assert_allclose(F.from_format(got, "NC1HWC0", want.shape), want, rtol=1e-5,
                                atol=1e-5)
+    # as the runtime calls it: into a poisoned arena view, through reused buffers (twice,
+    # the second time over what the first left in them)
+    schema = default_registry().get("FusedConv", "ge", 1)
+    assert schema is not None and schema.kernel_out is not None
+    for _ in range(2):
+        arena = np.full(out.physical_shape, np.nan, np.float32)
+        schema.kernel_out(args, schema.call(attrs, 1, types=types), [arena])
+        assert np.array_equal(arena, got)  # padding written as zeros, values as evaluate's
 
 
 def test_small_channel_conv_gives_the_usual_5hd() -> None:
