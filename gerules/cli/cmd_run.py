@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -328,5 +328,10 @@ def save_outputs(outputs: Mapping[str, np.ndarray], folder: Path) -> dict[str, P
             check_output_path(target)
         for name, target in targets.items():
             array = np.asarray(outputs[name])
-            atomic_write(target, lambda f, a=array: np.save(f, a, allow_pickle=False))
+            atomic_write(target, _npy_writer(array))
     return targets
+
+
+def _npy_writer(array: np.ndarray) -> Callable[[BinaryIO], None]:
+    """A function that writes ``array`` as ``.npy`` (no pickled objects) to a file."""
+    return lambda f: np.save(f, array, allow_pickle=False)

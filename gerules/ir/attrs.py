@@ -107,7 +107,7 @@ def _short(value: AttrValue) -> str:
     if isinstance(value, np.ndarray):
         return f"tensor<{value.dtype.name}{list(value.shape)}>"
     if hasattr(value, "nodes"):
-        return f"graph<{len(value.nodes)} nodes>"  # type: ignore[union-attr]
+        return f"graph<{len(value.nodes)} nodes>"
     return repr(value)
 
 

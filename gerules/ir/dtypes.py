@@ -99,7 +99,8 @@ def to_numpy(dtype: DType) -> np.dtype:
         except ImportError:  # pragma: no cover - onnx requires it, so it is normally there
             raise ModelError(f"element type {dtype} needs ml_dtypes (pip install "
                              "'gerules[lowprecision]')") from None
-        return np.dtype(getattr(ml_dtypes, dtype))
+        scalar: type[np.generic] = getattr(ml_dtypes, dtype)
+        return np.dtype(scalar)
     if dtype not in ONNX_CODES:
         raise ModelError(f"element type {dtype} is not supported")
     return np.dtype(dtype)

@@ -17,8 +17,9 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import SupportsIndex, SupportsInt
 
 import numpy as np
 
@@ -49,6 +50,11 @@ class SymInts:
         return SymInts(values, self.scalar if scalar is None else scalar, dtype or self.dtype)
 
 
+# The symbolic value of one op's output from its attributes, operands' values and types.
+Rule = Callable[[Mapping[str, object], Sequence[SymInts | None], Sequence[TensorType | None]],
+                SymInts | None]
+
+
 def of_array(value: np.ndarray | None) -> SymInts | None:
     """A constant as a symbolic value (small int or bool tensors of rank 0 or 1 only)."""
     if value is None or value.dtype.name not in _TYPES or value.ndim > 1:
@@ -62,6 +68,13 @@ def _ints(s: SymInts | None) -> list[int] | None:
     if s is None or not s.concrete:
         return None
     return [int(v) for v in s.values]  # type: ignore[arg-type]
+
+
+def _as_int(value: object) -> int:
+    """An attribute value as an int (``int(value)``); a value ``int`` refuses raises."""
+    if isinstance(value, (str, SupportsInt, SupportsIndex)):
+        return int(value)
+    raise TypeError(f"{type(value).__name__} is no int")
 
 
 def sym_eval(op: str, attrs: Mapping[str, object], ins: Sequence[SymInts | None],
@@ -84,16 +97,16 @@ def _shape(attrs: Mapping[str, object], ins: Sequence[SymInts | None],
     x = types[0] if types else None
     if x is None or x.shape is None:
         return None
-    start = int(attrs.get("start", 0) or 0)  # type: ignore[call-overload]
+    start = _as_int(attrs.get("start", 0) or 0)
     end = attrs.get("end")
-    dims = x.shape[start:] if end is None else x.shape[start:int(end)]  # type: ignore
+    dims = x.shape[start:] if end is None else x.shape[start:_as_int(end)]
     return SymInts(tuple(None if d == "?" else d for d in dims))
 
 
 def _gather(attrs: Mapping[str, object], ins: Sequence[SymInts | None],
             types: Sequence[TensorType | None]) -> SymInts | None:
     data, idx = ins[0], _ints(ins[1])
-    if data is None or data.scalar or idx is None or int(attrs.get("axis", 0) or 0) != 0:
+    if data is None or data.scalar or idx is None or _as_int(attrs.get("axis", 0) or 0) != 0:
         return None
     n = len(data.values)
     picked = tuple(data.values[i + n if i < 0 else i] for i in idx)
@@ -119,7 +132,7 @@ def _squeeze(attrs: Mapping[str, object], ins: Sequence[SymInts | None],
 
 def _concat(attrs: Mapping[str, object], ins: Sequence[SymInts | None],
             types: Sequence[TensorType | None]) -> SymInts | None:
-    if any(s is None or s.scalar for s in ins) or int(attrs.get("axis", 0) or 0) not in (0, -1):
+    if any(s is None or s.scalar for s in ins) or _as_int(attrs.get("axis", 0) or 0) not in (0, -1):
         return None
     return ins[0].like(tuple(v for s in ins for v in s.values))  # type: ignore[union-attr]
 
@@ -140,9 +153,12 @@ def _same(attrs: Mapping[str, object], ins: Sequence[SymInts | None],
     return ins[0] if ins else None
 
 
+_CAST_TO: Mapping[object, str] = {6: "int32", 7: "int64"}  # ONNX element type codes
+
+
 def _cast(attrs: Mapping[str, object], ins: Sequence[SymInts | None],
           types: Sequence[TensorType | None]) -> SymInts | None:
-    to = {6: "int32", 7: "int64"}.get(attrs.get("to"))  # type: ignore[arg-type]
+    to = _CAST_TO.get(attrs.get("to"))
     return None if to is None or ins[0] is None else ins[0].like(ins[0].values, dtype=to)
 
 
@@ -168,14 +184,14 @@ def _spread(*xs: SymInts) -> list[tuple[Entry, ...]] | None:
     return [x.values * n if len(x.values) == 1 else x.values for x in xs]
 
 
-def _arith(fn: object) -> object:
+def _arith(fn: Callable[[int, int], int]) -> Rule:
     def rule(attrs: Mapping[str, object], ins: Sequence[SymInts | None],
              types: Sequence[TensorType | None]) -> SymInts | None:
         a, b = ins[0], ins[1]
         spread = None if a is None or b is None else _spread(a, b)
         if spread is None:
             return None
-        out = tuple(fn(x, y) if isinstance(x, int) and isinstance(y, int)  # type: ignore
+        out = tuple(fn(x, y) if isinstance(x, int) and isinstance(y, int)
                     else None for x, y in zip(*spread, strict=True))
         return a.like(out, scalar=a.scalar and b.scalar)  # type: ignore[union-attr]
     return rule
@@ -216,7 +232,7 @@ def _div(x: int, y: int) -> int:
     return int(x / y) if y else 0  # ONNX integer Div truncates toward zero
 
 
-_RULES = {
+_RULES: dict[str, Rule] = {
     "Shape": _shape, "Gather": _gather, "Unsqueeze": _unsqueeze, "Squeeze": _squeeze,
     "Concat": _concat, "Identity": _same, "Cast": _cast, "Slice": _slice,
     "Add": _arith(lambda x, y: x + y), "Sub": _arith(lambda x, y: x - y),

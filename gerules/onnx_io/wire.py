@@ -110,6 +110,7 @@ def _decode(msg: Message, data: bytes, view: memoryview, pos: int, end: int,
     if depth > MAX_DEPTH:
         raise WireError(f"messages nest deeper than {MAX_DEPTH} levels", too_deep=True)
     fields = msg.FIELDS
+    value: int | tuple[int, int]  # a varint, a fixed value's offset or a (start, stop) span
     while pos < end:
         key, pos = _varint(data, pos, end)
         number, wire = key >> 3, key & 7

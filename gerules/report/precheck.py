@@ -20,15 +20,14 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import onnx
-
 from ..errors import GeError
 from ..ir.registry import Registry, default_registry
 from ..onnx_io import load_model, parse
+from ..onnx_io.proto import ModelProto, NodeProto
 from ..onnx_io.reader import DOMAIN_ALIASES
 
 
-def _opsets(model: onnx.ModelProto) -> dict[str, int]:
+def _opsets(model: ModelProto) -> dict[str, int]:
     out: dict[str, int] = {}
     for imp in model.opset_import:
         domain = DOMAIN_ALIASES.get(imp.domain, imp.domain)
@@ -36,7 +35,7 @@ def _opsets(model: onnx.ModelProto) -> dict[str, int]:
     return out
 
 
-def _check_node(node: onnx.NodeProto, index: int, opsets: dict[str, int], registry: Registry
+def _check_node(node: NodeProto, index: int, opsets: dict[str, int], registry: Registry
                 ) -> dict[str, Any]:
     name = node.name or f"{node.op_type}_{index}"
     op = f"{node.domain}.{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type

@@ -102,7 +102,8 @@ def nested_ifs(depth: int) -> bytes:
     graph += _field(11, helper.make_tensor_value_info("c", TensorProto.BOOL, [])
                     .SerializeToString())
     model = onnx.ModelProto(ir_version=8, opset_import=[helper.make_opsetid("", 17)])
-    return model.SerializeToString() + _field(7, graph)
+    head: bytes = model.SerializeToString()  # protobuf ships no type hints
+    return head + _field(7, graph)
 
 
 def _truncated() -> bytes:

@@ -61,7 +61,8 @@ class CaffeNet:
         return self.rng.uniform(0.5, 1.5, shape).astype(np.float32)
 
     def text(self) -> str:
-        return text_format.MessageToString(self.net)
+        text: str = text_format.MessageToString(self.net)  # protobuf ships no type hints
+        return text
 
     def write(self, folder: str | Path, stem: str | None = None) -> tuple[Path, Path]:
         """Write ``<stem>.prototxt`` and ``<stem>.caffemodel``; returns both paths."""

@@ -142,7 +142,8 @@ def _with_shapes(model: onnx.ModelProto, shape: tuple[int, ...]) -> onnx.ModelPr
 
 
 def _opset(model: onnx.ModelProto) -> int:
-    return next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    version: int = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    return version
 
 
 def _at_opset(model: onnx.ModelProto, version: int) -> onnx.ModelProto:

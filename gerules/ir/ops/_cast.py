@@ -13,6 +13,8 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ...errors import ShapeError
@@ -34,7 +36,9 @@ def cast(x: np.ndarray, dtype: str, saturate: int = 1, round_mode: str = "up") -
         if dtype in FLOAT8 and saturate:
             import ml_dtypes
 
-            info = ml_dtypes.finfo(target)
+            # ml_dtypes' finfo (NumPy's, extended to its types) has an unannotated __new__
+            finfo: Callable[[np.dtype], np.finfo[np.floating]] = ml_dtypes.finfo
+            info = finfo(target)
             x = np.clip(_as_float(x), float(info.min), float(info.max))
         elif x.dtype.name in dtypes.LOW_PRECISION and dtype not in dtypes.LOW_PRECISION:
             # ml_dtypes' direct conversions to every NumPy type are not all defined

@@ -67,7 +67,8 @@ def gelu(x: np.ndarray, approximate: str = "none", out: np.ndarray | None = None
     f = x.dtype.type
     if approximate == "tanh":
         inner = f(SQRT_2_OVER_PI) * (x + f(0.044715) * x * x * x)
-        return np.multiply(f(0.5) * x, 1 + np.tanh(inner), out=out)
+        y: np.ndarray = np.multiply(f(0.5) * x, 1 + np.tanh(inner), out=out)
+        return y
     if approximate != "none":
         raise ShapeError(f"Gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     t = scratch(x.shape, x.dtype)  # (1 + erf(x / sqrt 2)) / 2, then times x
@@ -75,7 +76,8 @@ def gelu(x: np.ndarray, approximate: str = "none", out: np.ndarray | None = None
     _special.erf(t, out=t)
     t += f(1)
     t *= f(0.5)
-    return np.multiply(x, t, out=out)
+    y = np.multiply(x, t, out=out)
+    return y
 
 
 def softplus(x: np.ndarray) -> np.ndarray:
@@ -111,6 +113,10 @@ def shrink(x: np.ndarray, bias: float = 0.0, lambd: float = 0.5) -> np.ndarray:
 
 def swish(x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
     return np.asarray(x * sigmoid(x * x.dtype.type(alpha)))
+
+
+def swiglu(a: np.ndarray, b: np.ndarray, alpha: float = 1.0) -> np.ndarray:
+    return np.asarray(swish(widen(a), alpha) * widen(b))
 
 
 def clip(x: np.ndarray, lo: Any = None, hi: Any = None) -> np.ndarray:
@@ -249,7 +255,7 @@ SCHEMAS = [
           attrs=[attr("alpha", "float", 1.0)], doc="Y = X if X > alpha else 0"),
     unary("Shrink", 9, shrink, attrs=[attr("bias", "float", 0.0), attr("lambd", "float", 0.5)],
           doc="soft shrinkage around [-lambd, lambd]"),
-    binary("SwiGLU", 28, lambda a, b, alpha: swish(widen(a), alpha) * widen(b),
+    binary("SwiGLU", 28, swiglu,
            dtypes=FLOAT, attrs=[attr("alpha", "float", 1.0)],
            doc="Y = A * sigmoid(alpha * A) * B (A and B of one shape)"),
     unary("Swish", 24, swish, dtypes=FLOAT, flops_per_elem=5,

@@ -28,7 +28,7 @@ import numpy as np
 from ...errors import ShapeError
 from .. import dtypes
 from ..graph import Dim, Graph, TensorType, captures
-from ..registry import Call
+from ..registry import AttrSpec, Call, OpSchema
 from ._common import (
     Arrays,
     Types,
@@ -160,7 +160,11 @@ def _attn_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
                              f"{k.shape[1]} key/value heads")
         reps = q.shape[1] // k.shape[1]
         k, v = np.repeat(k, reps, axis=1), np.repeat(v, reps, axis=1)
-    rnd = (lambda x: x.astype(dt).astype(work)) if dt != work else (lambda x: x)
+
+    def rnd(x: np.ndarray) -> np.ndarray:
+        """``x`` rounded to the operands' dtype when the math runs wider."""
+        return x.astype(dt).astype(work) if dt != work else x
+
     with np.errstate(all="ignore"):
         scores = rnd(rnd(q * root) @ np.swapaxes(rnd(k * root), -1, -2))
         raw = scores
@@ -272,7 +276,7 @@ def _flex_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     return [np.matmul(probs, v.astype(work)).astype(v.dtype)]
 
 
-def _attention(since: int, ports: str, attrs: list) -> object:
+def _attention(since: int, ports: str, attrs: Sequence[AttrSpec]) -> OpSchema:
     return schema("Attention", since, ports, "Y present_key? present_value? qk_matmul_output?",
                   _attn_infer, _attn_kernel, attrs=attrs, unit="cube", flops=_attn_flops,
                   doc="scaled dot-product attention with masks, KV cache, GQA and softcap")

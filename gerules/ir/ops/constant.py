@@ -19,7 +19,7 @@ import numpy as np
 from ...errors import ShapeError
 from ..dtypes import PACKED_BITS, from_onnx, itemsize, to_numpy
 from ..graph import TensorType
-from ..registry import ELEMENTWISE, SHAPE_OP, Call
+from ..registry import ELEMENTWISE, SHAPE_OP, Call, InferFn, KernelFn
 from ._cast import cast
 from ._common import UNKNOWN, Arrays, Types, at, attr, iattr, ints, need, sattr, schema
 
@@ -151,17 +151,24 @@ def _eye_dtype(x: TensorType, call: Call) -> str:
     return from_onnx(code) if code else x.dtype
 
 
+def _eye_rank(rank: int) -> None:
+    if rank != 2:
+        raise ShapeError(f"EyeLike needs a 2-D input, got rank {rank}")
+
+
 def _eye_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
     x = need(at(types, 0), "EyeLike")
-    if x.shape is not None and len(x.shape) != 2:
-        raise ShapeError(f"EyeLike needs a 2-D input, got rank {len(x.shape)}")
+    if x.shape is not None:
+        _eye_rank(len(x.shape))
     return [TensorType(_eye_dtype(x, call), x.shape)]
 
 
 def _eye_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     x = need(at(inputs, 0), "EyeLike")
+    _eye_rank(x.ndim)
+    rows, cols = x.shape
     dtype = _eye_dtype(TensorType(x.dtype.name, None), call)
-    return [cast(np.eye(*x.shape, k=iattr(call, "k")), dtype)]
+    return [cast(np.eye(rows, cols, k=iattr(call, "k")), dtype)]
 
 
 # a window's cosine terms: w[n] = sum_k c_k cos(2 pi k n / N')
@@ -169,7 +176,7 @@ WINDOWS = {"HannWindow": (0.5, -0.5), "HammingWindow": (25 / 46, -21 / 46),
            "BlackmanWindow": (0.42, -0.5, 0.08)}
 
 
-def _window(op: str) -> tuple[object, object]:
+def _window(op: str) -> tuple[InferFn, KernelFn]:
     def infer(types: Types, consts: Arrays, call: Call) -> list[TensorType]:
         size = at(consts, 0)
         n: int | str = UNKNOWN if size is None else ints(size)[0]
@@ -211,7 +218,7 @@ SCHEMAS = [
     schema("EyeLike", 9, "input", "output", _eye_infer, _eye_kernel, unit="scalar",
            attrs=[attr("dtype", "int", 0), attr("k", "int", 0)],
            doc="ones on diagonal k of the input's 2-D shape, zeros elsewhere"),
-    *(schema(op, 17, "size:i64", "output", *_window(op), unit="scalar",  # type: ignore[misc]
+    *(schema(op, 17, "size:i64", "output", *_window(op), unit="scalar",
              attrs=[attr("output_datatype", "int", 1), attr("periodic", "int", 1)],
              doc=f"the {op[:-6]} window of the given size") for op in WINDOWS),
 ]

@@ -48,7 +48,7 @@ def nll(logp: np.ndarray, target: np.ndarray, weight: np.ndarray | None, call: C
     picked = np.take_along_axis(logp, np.expand_dims(safe, 1), axis=1).squeeze(1)
     w = np.ones(t.shape, logp.dtype) if weight is None else weight.astype(logp.dtype)[safe]
     w = np.where(keep, w, 0).astype(logp.dtype)
-    loss = -picked * w
+    loss: np.ndarray = -picked * w
     reduction = sattr(call, "reduction", "mean")
     if reduction == "sum":
         return np.asarray(loss.sum(), dtype=logp.dtype)

@@ -21,11 +21,12 @@ Invariants:
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ...errors import ShapeError
 from .. import dtypes
 from ..graph import TensorType
-from ..registry import Call
+from ..registry import Call, OpSchema
 from ._cast import FLOAT8, cast
 from ._common import Arrays, Types, at, attr, iattr, need, norm_axis, schema
 from .conv import CONV_ATTRS, conv, conv_infer
@@ -147,7 +148,8 @@ def _shifted(x: np.ndarray, zero: np.ndarray | None, axis: int = 0) -> np.ndarra
 def _requantize(acc: np.ndarray, factor: np.ndarray, zero: np.ndarray | None,
                 like: np.dtype) -> np.ndarray:
     dtype = zero.dtype if zero is not None else like
-    q = np.rint(acc * factor) + (0 if zero is None else zero.astype(np.float64))
+    shift = 0 if zero is None else zero.astype(np.float64)
+    q: NDArray[np.float64] = np.rint(acc * factor) + shift
     info = np.iinfo(dtype)
     return np.clip(q, info.min, info.max).astype(dtype)
 
@@ -208,7 +210,7 @@ DQ_ATTRS = [attr("axis", "int", 1), attr("block_size", "int", 0),
             attr("output_dtype", "int", 0)]
 
 
-def _versions() -> list:
+def _versions() -> list[OpSchema]:
     out = []
     for since in (10, 13, 19, 21, 23, 24, 25):
         q_attrs = Q_ATTRS + ([attr("precision", "int", 0)] if since >= 25 else [])

@@ -297,7 +297,7 @@ def _ccs_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     k = w.shape[2]
     pad = np.zeros((*x.shape[:2], k - 1), x.dtype) if past is None else past
     full = np.concatenate([pad, x], axis=2)
-    work = np.float64 if x.dtype == np.float64 else np.float32
+    work: type[np.floating] = np.float64 if x.dtype == np.float64 else np.float32
     fw, ww = full.astype(work), w[:, 0, :].astype(work)
     y = sum(fw[:, :, j:j + x.shape[2]] * ww[None, :, j, None] for j in range(k))
     if bias is not None:

@@ -94,7 +94,7 @@ def _revseq_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     batch, time = iattr(call, "batch_axis", 1), iattr(call, "time_axis", 0)
     y = np.array(x)
     for b, n in enumerate(ints(lens)):
-        src = [slice(None)] * x.ndim
+        src: list[int | slice] = [slice(None)] * x.ndim
         src[batch], src[time] = b, slice(n - 1, None, -1) if n > 0 else slice(0, 0)
         dst = list(src)
         dst[time] = slice(0, n)

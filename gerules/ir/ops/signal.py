@@ -19,6 +19,7 @@ Invariants:
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ...errors import ShapeError
 from ..dtypes import from_onnx
@@ -30,7 +31,7 @@ from ._common import UNKNOWN, Arrays, Types, at, attr, iattr, ints, need, norm_a
 
 def _complex(x: np.ndarray) -> np.ndarray:
     """Complex values (complex64 for 32-bit floats and below, as NumPy's FFT keeps them)."""
-    x64 = x.astype(np.float64 if x.dtype == np.float64 else np.float32)
+    x64: NDArray[np.floating] = x.astype(np.float64 if x.dtype == np.float64 else np.float32)
     if x.shape[-1] == 1:
         return x64[..., 0] + 0j
     if x.shape[-1] != 2:
@@ -154,7 +155,7 @@ def _mel_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
                  for i in (3, 4))
 
     def to_mel(f: float) -> float:
-        return 2595 * np.log10(1 + f / 700)
+        return float(2595 * np.log10(1 + f / 700))
 
     step = (to_mel(high) - to_mel(low)) / (bins + 2)
     mels = np.arange(bins + 2) * step + to_mel(low)

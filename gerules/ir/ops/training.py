@@ -15,6 +15,7 @@ scalars; the tensors come as ``X1..Xn, G1..Gn`` then one or two state groups):
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import numpy as np
 
@@ -24,9 +25,10 @@ from ..registry import Call
 from ._common import Arrays, Types, at, attr, fattr, need, sattr, schema
 
 DOMAIN = "ai.onnx.preview.training"
+T = TypeVar("T")
 
 
-def _groups(items: Sequence[object], count: int, op: str) -> list[list[object]]:
+def _groups(items: Sequence[T], count: int, op: str) -> list[list[T]]:
     rest = list(items[2:])
     if len(rest) % count:
         raise ShapeError(f"{op}: {len(rest)} tensor inputs do not form {count} groups")
@@ -34,11 +36,16 @@ def _groups(items: Sequence[object], count: int, op: str) -> list[list[object]]:
     return [rest[i * n:(i + 1) * n] for i in range(count)]
 
 
+def _tensors(inputs: Arrays, count: int, op: str) -> list[list[np.ndarray]]:
+    """The tensor groups of ``inputs`` (after ``R`` and ``T``), each tensor present."""
+    return [[need(x, op) for x in group] for group in _groups(inputs, count, op)]
+
+
 def _infer(count: int, op: str) -> Callable[[Types, object, Call], list[TensorType]]:
     def infer(types: Types, _c: object, call: Call) -> list[TensorType]:
         groups = _groups(types, count, op)
         outs = [groups[0], *groups[2:]]  # X and the states; G has no output
-        return [need(t, op) for g in outs for t in g][: call.num_outputs]  # type: ignore[misc]
+        return [need(t, op) for g in outs for t in g][: call.num_outputs]
 
     return infer
 
@@ -50,51 +57,51 @@ def _scalars(inputs: Arrays, op: str) -> tuple[float, int]:
 
 def _adagrad(inputs: Arrays, call: Call) -> list[np.ndarray]:
     r, t = _scalars(inputs, "Adagrad")
-    xs, gs, hs = _groups(inputs, 3, "Adagrad")
+    xs, gs, hs = _tensors(inputs, 3, "Adagrad")
     rate = r / (1 + t * fattr(call, "decay_factor", 0.0))
     eps, norm = fattr(call, "epsilon", 1e-6), fattr(call, "norm_coefficient", 0.0)
     new_x, new_h = [], []
     for x, g, h in zip(xs, gs, hs, strict=True):
-        g2 = norm * x + g  # type: ignore[operator]
+        g2 = norm * x + g
         h2 = h + g2 * g2
-        new_x.append((x - rate * g2 / (np.sqrt(h2) + eps)).astype(x.dtype))  # type: ignore
-        new_h.append(h2.astype(h.dtype))  # type: ignore[union-attr]
+        new_x.append((x - rate * g2 / (np.sqrt(h2) + eps)).astype(x.dtype))
+        new_h.append(h2.astype(h.dtype))
     return new_x + new_h
 
 
 def _momentum(inputs: Arrays, call: Call) -> list[np.ndarray]:
     r, t = _scalars(inputs, "Momentum")
-    xs, gs, vs = _groups(inputs, 3, "Momentum")
+    xs, gs, vs = _tensors(inputs, 3, "Momentum")
     alpha, beta = fattr(call, "alpha"), fattr(call, "beta")
     norm, mode = fattr(call, "norm_coefficient"), sattr(call, "mode", "standard")
     if mode not in ("standard", "nesterov"):
         raise ShapeError(f"Momentum: mode '{mode}' is not standard or nesterov")
     new_x, new_v = [], []
     for x, g, v in zip(xs, gs, vs, strict=True):
-        g2 = norm * x + g  # type: ignore[operator]
-        v2 = alpha * v + (beta if t > 0 else 1.0) * g2  # type: ignore[operator]
+        g2 = norm * x + g
+        v2 = alpha * v + (beta if t > 0 else 1.0) * g2
         step = v2 if mode == "standard" else g2 + alpha * v2
-        new_x.append((x - r * step).astype(x.dtype))  # type: ignore[union-attr, operator]
-        new_v.append(v2.astype(v.dtype))  # type: ignore[union-attr]
+        new_x.append((x - r * step).astype(x.dtype))
+        new_v.append(v2.astype(v.dtype))
     return new_x + new_v
 
 
 def _adam(inputs: Arrays, call: Call) -> list[np.ndarray]:
     r, t = _scalars(inputs, "Adam")
-    xs, gs, vs, hs = _groups(inputs, 4, "Adam")
+    xs, gs, vs, hs = _tensors(inputs, 4, "Adam")
     alpha, beta = fattr(call, "alpha", 0.9), fattr(call, "beta", 0.999)
     eps, norm = fattr(call, "epsilon", 1e-6), fattr(call, "norm_coefficient")
     post = fattr(call, "norm_coefficient_post")
     rate = r * np.sqrt(1 - beta ** t) / (1 - alpha ** t) if t > 0 else r
     new_x, new_v, new_h = [], [], []
     for x, g, v, h in zip(xs, gs, vs, hs, strict=True):
-        g2 = norm * x + g  # type: ignore[operator]
-        v2 = alpha * v + (1 - alpha) * g2  # type: ignore[operator]
-        h2 = beta * h + (1 - beta) * g2 * g2  # type: ignore[operator]
-        x2 = (1 - post) * (x - rate * v2 / (np.sqrt(h2) + eps))  # type: ignore[operator]
-        new_x.append(x2.astype(x.dtype))  # type: ignore[union-attr]
-        new_v.append(v2.astype(v.dtype))  # type: ignore[union-attr]
-        new_h.append(h2.astype(h.dtype))  # type: ignore[union-attr]
+        g2 = norm * x + g
+        v2 = alpha * v + (1 - alpha) * g2
+        h2 = beta * h + (1 - beta) * g2 * g2
+        x2 = (1 - post) * (x - rate * v2 / (np.sqrt(h2) + eps))
+        new_x.append(x2.astype(x.dtype))
+        new_v.append(v2.astype(v.dtype))
+        new_h.append(h2.astype(h.dtype))
     return new_x + new_v + new_h
 
 

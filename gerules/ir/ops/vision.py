@@ -27,6 +27,7 @@ import itertools
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ...errors import ShapeError
 from ..graph import Dim, TensorType
@@ -64,14 +65,14 @@ def _reflect(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
     return np.where(below, low_side, np.where(above, high_side, x))
 
 
-def _cubic(t: np.ndarray) -> list[np.ndarray]:
+def _cubic(t: NDArray[np.float64]) -> list[NDArray[np.float64]]:
     """Keys' cubic weights (A = -0.75) of the taps at -1, 0, 1, 2 for fraction ``t``."""
     a = -0.75
 
-    def near(x: np.ndarray) -> np.ndarray:
+    def near(x: NDArray[np.float64]) -> NDArray[np.float64]:
         return ((a + 2) * x - (a + 3)) * x * x + 1
 
-    def far(x: np.ndarray) -> np.ndarray:
+    def far(x: NDArray[np.float64]) -> NDArray[np.float64]:
         return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
 
     return [far(t + 1), near(t), near(1 - t), far(2 - t)]
@@ -136,7 +137,8 @@ def _gs_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     for combo in itertools.product(*per_axis):
         weight = np.prod([w for _, _, w in combo], axis=0)
         ok = np.logical_and.reduce([v for _, v, _ in combo])
-        vals = xs[(n, slice(None), *(k for k, _, _ in combo))]  # [N, *out, C]: split index
+        split: tuple[np.ndarray | slice, ...] = (n, slice(None), *(k for k, _, _ in combo))
+        vals = xs[split]  # [N, *out, C]: split index
         out += (weight * ok)[..., None] * vals
     return [np.moveaxis(out, -1, 1).astype(x.dtype)]
 
@@ -309,7 +311,8 @@ def _c2i_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     for tap in itertools.product(*(range(k) for k in block)):
         dst = tuple(slice(tap[i] * dil[i], tap[i] * dil[i] + (counts[i] - 1) * strides[i] + 1,
                           strides[i]) for i in range(nd))
-        out[(slice(None), slice(None), *dst)] += cols[(slice(None), slice(None), *tap)]
+        block_at: tuple[int | slice, ...] = (slice(None), slice(None), *tap)
+        out[(slice(None), slice(None), *dst)] += cols[block_at]
     crop = tuple(slice(pads[i], pads[i] + image[i]) for i in range(nd))
     return [out[(slice(None), slice(None), *crop)].astype(x.dtype)]
 
