@@ -45,6 +45,7 @@ from .build import BuildResult, memory_figures, plan_variants, write
 from .cost import DEFAULT_SOC, GraphEstimate, NpuCostModel, SocProfile, profile_for
 from .cost.layout import layout_figures
 from .errors import UsageError
+from .ir.attrs import Attrs
 from .ir.formats import NC1HWC0_C04, ND, NHWC
 from .ir.graph import Dim, Graph, Node, TensorType, Value
 from .ir.registry import Registry, default_registry, suggest
@@ -363,7 +364,7 @@ def input_layout(graph: Graph, fmt: str, framework: str, target: str) -> Graph:
         renamed[v.name] = f"{v.name}/nchw"
         inputs.append(Value(v.name, t.with_format(NHWC)))
         nodes.append(Node("TransData", (v.name,), (renamed[v.name],),
-                          {"src_format": NHWC, "dst_format": "NCHW"},
+                          Attrs({"src_format": NHWC, "dst_format": "NCHW"}),
                           name=f"TransData/{v.name}", domain="ge"))
     body = [n.with_(inputs=tuple(renamed.get(i, i) for i in n.inputs)) for n in graph.nodes]
     opset = {**graph.opset, "ge": graph.opset.get("ge", 1)}

@@ -219,7 +219,7 @@ def estimate_count(estimate: GraphEstimate) -> int:
 
 def _naive(node: Node, graph: Graph) -> list[Transfer]:
     """The transfers ``node`` (a cube op) needs when every tensor is plain."""
-    ins = [None if not i or graph.type_of(i) is None else graph.type_of(i).with_format(F.ND)
+    ins = [t.with_format(F.ND) if i and (t := graph.type_of(i)) is not None else None
            for i in node.inputs]
     outs = [t.with_format(F.ND) for o in node.outputs if (t := graph.type_of(o)) is not None]
     constant = [i in graph.initializers for i in node.inputs]

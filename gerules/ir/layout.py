@@ -265,8 +265,11 @@ def _weight(x: np.ndarray, t: TensorType) -> np.ndarray:
         return plain
     plain.setflags(write=False)
     ident = id(x)
+    def forget(_: object, kept: dict[int, Any] = _PLAIN) -> None:
+        kept.pop(ident, None)  # (bound now: at exit the module's globals may be gone)
+
     try:
-        ref = weakref.ref(x, lambda _, kept=_PLAIN: kept.pop(ident, None))
+        ref = weakref.ref(x, forget)
     except TypeError:
         return plain  # an array that takes no weak reference: not kept
     _PLAIN[ident] = (ref, t.format, plain)

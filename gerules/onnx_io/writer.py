@@ -40,7 +40,7 @@ from onnx import helper
 from ..errors import GeError
 from ..fileio import atomic_write, check_output_path
 from ..ir import dtypes, formats
-from ..ir.attrs import AttrValue
+from ..ir.attrs import Attrs, AttrValue
 from ..ir.graph import UNTYPED, Graph, Node, TensorType, Value, captures
 from ..ir.infer import schema_for
 from ..ir.registry import MAX_OPSET, AttrKind, Registry, default_registry
@@ -93,7 +93,7 @@ def plain_boundaries(graph: Graph) -> Graph:
             continue
         renamed[v.name] = f"{v.name}/held"
         inputs.append(Value(v.name, TensorType(v.dtype, v.type.physical_shape)))
-        nodes += [Node("Transpose", (v.name,), (f"{v.name}/nchw",), {"perm": (0, 3, 1, 2)},
+        nodes += [Node("Transpose", (v.name,), (f"{v.name}/nchw",), Attrs({"perm": (0, 3, 1, 2)}),
                        name=f"Transpose/{v.name}"),
                   _transfer(f"{v.name}/nchw", renamed[v.name], "NCHW", formats.NHWC)]
     body = tuple(n.with_(inputs=tuple(renamed.get(i, i) for i in n.inputs))
@@ -104,7 +104,7 @@ def plain_boundaries(graph: Graph) -> Graph:
 
 
 def _transfer(source: str, target: str, src: str, dst: str) -> Node:
-    return Node("TransData", (source,), (target,), {"src_format": src, "dst_format": dst},
+    return Node("TransData", (source,), (target,), Attrs({"src_format": src, "dst_format": dst}),
                 name=f"TransData/{target}", domain="ge")
 
 

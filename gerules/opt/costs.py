@@ -53,7 +53,8 @@ class ExtractionCost:
         self.ctx = ctx
         self.model = model
         self.allowed = allowed
-        self._memo: dict[tuple[ENode, object, tuple[object, ...]], float] = {}
+        self._memo: dict[tuple[ENode, object, tuple[object, ...], tuple[bool, ...]],
+                         float] = {}
 
     def __call__(self, egraph: EGraph, cid: int, enode: ENode) -> float:
         op = enode.op
