@@ -82,9 +82,14 @@ def fusion_lines(fusions: list[Mapping[str, Any]], rules: Mapping[str, Mapping[s
 def saturation_line(opt: Mapping[str, Any]) -> str:
     sat = opt.get("saturation", {})
     lim = sat.get("limits", {})
-    return (f"saturation: {sat.get('stop_reason')} after {sat.get('iterations')} iterations, "
+    line = (f"saturation: {sat.get('stop_reason')} after {sat.get('iterations')} iterations, "
             f"{sat.get('egraph_nodes')} e-nodes (limits: {lim.get('iterations')} iterations, "
             f"{lim.get('nodes')} e-nodes, {lim.get('seconds')} s)")
+    lay = sat.get("layout")
+    if lay:  # the NPU data layout's own e-graph, built from the graph the first one gave
+        line += (f"; layout: {lay.get('stop_reason')} after {lay.get('iterations')} "
+                 f"iterations, {lay.get('egraph_nodes')} e-nodes")
+    return line
 
 
 def time_line(phases: Mapping[str, float]) -> str:

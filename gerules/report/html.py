@@ -474,6 +474,12 @@ def saturation(r: Mapping[str, Any]) -> str:
             ("extraction", ", ".join(f"{k}: {v}" for k, v in opt.get("extraction", {}).items())
              or ("ILP" if opt.get("opt_level") == "O3" else "greedy, DAG-aware")),
             ("switched off", ", ".join(opt.get("disabled", [])) or "nothing")]
+    lay = sat.get("layout")
+    if lay:  # the NPU data layout's own e-graph, built from the graph the first one gave
+        rows.append(("layout e-graph", f"{lay.get('stop_reason')} after "
+                                       f"{lay.get('iterations')} iterations, "
+                                       f"{lay.get('egraph_nodes')} e-nodes, "
+                                       f"{lay.get('egraph_classes')} e-classes"))
     warnings = "".join(f'<p class="warn">warning: {esc(w)}</p>' for w in opt.get("warnings", []))
     return _table(["", "value"], rows) + warnings
 

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -150,14 +151,20 @@ def test_save_onnx_states_the_formats_in_plain_types(folder: Path) -> None:
     np.testing.assert_allclose(run_graph(graph, {"image": x})["logits"], want, rtol=1e-6)
 
 
-def test_the_report_shows_the_layout(folder: Path) -> None:
+def test_the_report_shows_the_layout(folder: Path, capsys: pytest.CaptureFixture[str]
+                                     ) -> None:
     """The HTML report's layout section: TransData before and after, padding, transfer time,
-    every tensor's format; the JSON holds the same record."""
+    every tensor's format; the JSON holds the same record; the summary's saturation line
+    names the layout's own e-graph too."""
+    capsys.readouterr()
     _compile(folder, "reported", f"--report={folder / 'reported.html'}")
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("saturation:")]
+    assert re.search(r"; layout: .+ after \d+ iterations, \d+ e-nodes$", line), line
     page = (folder / "reported.html").read_text()
     data = json.loads((folder / "reported.json").read_text())
     layout = data["figures"]["layout"]
     assert 'id="layout"' in page and "a pair around every cube op" in page
+    assert "layout e-graph" in page
     assert "every tensor&#x27;s format" in page or "every tensor's format" in page
     assert layout["tensors"] and set(layout["tensors"].values()) >= {"NC1HWC0", "FRACTAL_Z"}
     assert layout["transfer_us"] > 0 and layout["padding_bytes"]["activations"] > 0
