@@ -61,6 +61,9 @@ class Tensor:
     def array(self) -> np.ndarray:
         if self.value is None:
             raise EvalError(f"{self.name} is not a constant")
+        if self.type is not None and self.type.format != "ND":
+            raise EvalError(f"{self.name} is held in format {self.type.format}: its array is "
+                            "not its elements (transdata() gives them in another format)")
         return self.value
 
 
