@@ -17,6 +17,9 @@ machine disturbs much less), the median of the per-round ratios ours / peer, the
 peak resident memory of each process (``os.wait4``) against the model file's size, and one
 more run of ours with ``--report`` whose phase times (``phases_s``: load, shapes, optimize,
 precision, ...) break the time down; the rest is the wall time not inside a phase.
+``--base REF`` adds the same command from an earlier tree (``git archive REF``, first on
+``PYTHONPATH``) to the rounds: what a change (such as the NPU data layout) costs in
+compile time and memory, paired against the tree without it.
 ``--growth`` adds the series BERT 2/6/12/24 layers and ResNet-18/50/101 (median of
 ``--growth-runs``) with a least-squares line ``seconds = a + b * layers``.
 
@@ -24,7 +27,8 @@ Targets (issue 19), printed as PASS/FAIL lines: ResNet-50 <= 1.0 s, BERT-base <=
 GPT-2 <= 2.5 s; peak memory <= 1.5x the file for models over 100 MB. The machine facts
 (load, CPU, BLAS) are printed and written with the figures.
 
-    python bench/compile.py [--models resnet50 bert_base] [--runs 5] [--growth] [--json out.json]
+    python bench/compile.py [--models resnet50 bert_base] [--runs 5] [--no-peers] [--base main]
+                            [--growth] [--json out.json]
 
 Needs the ``bench`` extra for the peers (a missing peer is reported as such) and the ``torch``
 extra only to export a model that is not in the cache yet.
@@ -46,6 +50,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import Verdicts, describe, facts, process_env  # noqa: E402
+from mutation import scratch_copy  # noqa: E402
 
 CACHE = Path(__file__).resolve().parent / ".cache"
 DEFAULT = ("resnet50", "bert_base", "gpt2_small")
@@ -108,13 +113,26 @@ def peers() -> dict[str, str]:
 ENV: dict[str, str] = {}  # the children's environment (set in main)
 
 
+def base_command(repo: Path, model: Path, out: Path) -> list[str]:
+    """``ge-rewrite compile`` of the tree unpacked at ``repo`` (``PYTHONPATH`` set by
+    ``run_process`` for a command that starts with ``BASE_MARK``)."""
+    return [BASE_MARK, str(repo), sys.executable, "-m", "gerules.cli.main", "compile",
+            str(model), "--output", str(out)]
+
+
+BASE_MARK = "--with-pythonpath"
+
+
 def run_process(argv: list[str]) -> tuple[float, int, float]:
     """Wall seconds, peak resident bytes and CPU seconds (user + system, all threads) of one
     process (which must succeed). On a loaded machine the CPU time moves much less than the
     wall time, so both are reported."""
+    env = dict(ENV or os.environ)
+    if argv[0] == BASE_MARK:
+        env["PYTHONPATH"], argv = argv[1], argv[2:]
+        env["PYTHONPYCACHEPREFIX"] = env.get("PYTHONPYCACHEPREFIX", "") + "-base"
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env=ENV or None)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     assert proc.stderr is not None
     err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
@@ -125,9 +143,12 @@ def run_process(argv: list[str]) -> tuple[float, int, float]:
     return seconds, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime
 
 
-def measure(name: str, runs: int, peer_code: dict[str, str], tmp: Path) -> dict[str, Any]:
+def measure(name: str, runs: int, peer_code: dict[str, str], tmp: Path,
+            base: Path | None = None) -> dict[str, Any]:
     model = model_path(name)
     tools: dict[str, list[str]] = {"ours": ours_command(model, tmp / f"{name}")}
+    if base is not None:
+        tools["base"] = base_command(base, model, tmp / f"{name}-base")
     for peer, code in peer_code.items():
         tools[peer] = [sys.executable, "-c", code, str(model), str(tmp / f"{name}.{peer}.onnx")]
     times: dict[str, list[float]] = {t: [] for t in tools}
@@ -194,11 +215,13 @@ def print_row(name: str, row: dict[str, Any]) -> None:
     ours = row["ours"]
     line = (f"{name:11s} ours {ours['median_s']:6.2f} s (cpu {ours['cpu_median_s']:.2f} s)  peak "
             f"{ours['peak_bytes'] / 2**20:5.0f} MiB ({ours['peak_over_file']:.2f}x file)")
-    for peer in ("onnxsim", "onnxruntime"):
+    for peer in ("base", "onnxsim", "onnxruntime"):
         if peer in row:
             line += (f" | {peer} {row[peer]['median_s']:6.2f} s (cpu "
                      f"{row[peer]['cpu_median_s']:.2f} s), ours/{peer} "
                      f"{row[peer]['ours_over_peer']:.2f}x")
+            if peer == "base":
+                line += f" peak {row[peer]['peak_over_file']:.2f}x file"
     print(line)
     phases = {k: v for k, v in row["phases_s"].items() if k != "total"}
     print("    phases (s): " + ", ".join(f"{k} {v:.2f}" for k, v in phases.items()))
@@ -209,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", nargs="+", default=list(DEFAULT))
     ap.add_argument("--runs", type=int, default=5, help="rounds per model (median)")
     ap.add_argument("--no-peers", action="store_true", help="time ours only")
+    ap.add_argument("--base", metavar="REF", help="also time the compile of this earlier tree "
+                    "(a git ref, e.g. main) in the same rounds")
     ap.add_argument("--growth", action="store_true", help="the BERT and ResNet depth series")
     ap.add_argument("--growth-runs", type=int, default=3)
     ap.add_argument("--json", type=Path, help="write the figures here")
@@ -221,8 +246,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
         ENV.update(process_env(str(tmp / "pycache")))
+        base = None
+        if args.base:
+            (tmp / "base").mkdir()
+            base = scratch_copy(tmp / "base", args.base)
+            report["base"] = args.base
         for name in args.models:
-            row = measure(name, args.runs, peer_code, tmp)
+            row = measure(name, args.runs, peer_code, tmp, base)
             report["models"][name] = row
             print_row(name, row)
         if args.growth:

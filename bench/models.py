@@ -1,6 +1,7 @@
 """Reference architectures in plain torch (random, seeded weights) and their ONNX exports.
 
-ResNet-18/50/101, MobileNetV2, BERT-base (12 layers, hidden 768, seq 128, attention mask
+ResNet-18/50/101, MobileNetV2, an EfficientNet-B0-style net (MBConv blocks: depthwise
+convolutions, SiLU, squeeze-excite), BERT-base (12 layers, hidden 768, seq 128, attention mask
 input; ``bert_L<n>`` the same with n layers, for growth series), GPT-2 small (12 layers, causal
 mask, seq 128), ViT-B/16, a Llama-style decoder (RMSNorm, rotary embeddings, SwiGLU MLP,
 causal mask; 4 layers, hidden 512) and a small LSTM-free sequence model (a dilated temporal
@@ -109,11 +110,11 @@ class ResNet(nn.Module):
 # ---- MobileNetV2 ------------------------------------------------------------------------
 
 def _conv_bn(cin: int, cout: int, k: int, stride: int, groups: int = 1,
-             act: bool = True) -> nn.Sequential:
+             act: Callable[[], nn.Module] | None = nn.ReLU6) -> nn.Sequential:
     mods: list[nn.Module] = [nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=False),
                              nn.BatchNorm2d(cout)]
-    if act:
-        mods.append(nn.ReLU6())
+    if act is not None:
+        mods.append(act())
     return nn.Sequential(*mods)
 
 
@@ -123,7 +124,7 @@ class InvertedResidual(nn.Module):
         hidden = cin * expand
         mods: list[nn.Module] = [] if expand == 1 else [_conv_bn(cin, hidden, 1, 1)]
         mods += [_conv_bn(hidden, hidden, 3, stride, groups=hidden),
-                 _conv_bn(hidden, cout, 1, 1, act=False)]
+                 _conv_bn(hidden, cout, 1, 1, act=None)]
         self.block = nn.Sequential(*mods)
         self.residual = stride == 1 and cin == cout
 
@@ -150,6 +151,59 @@ class MobileNetV2(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         y = self.features(x).mean(dim=(2, 3))
         return self.classifier(y)
+
+
+# ---- EfficientNet-style (B0 layout) ------------------------------------------------------
+
+class SqueezeExcite(nn.Module):
+    """x * sigmoid(conv(silu(conv(mean over H, W of x)))): a per-channel scale."""
+
+    def __init__(self, c: int, squeezed: int) -> None:
+        super().__init__()
+        self.reduce, self.expand = nn.Conv2d(c, squeezed, 1), nn.Conv2d(squeezed, c, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        s = nn.functional.adaptive_avg_pool2d(x, 1)
+        return x * torch.sigmoid(self.expand(nn.functional.silu(self.reduce(s))))
+
+
+class MBConv(nn.Module):
+    """Expand (1x1), depthwise (k x k), squeeze-excite, project (1x1); residual when the
+    shape stays."""
+
+    def __init__(self, cin: int, cout: int, k: int, stride: int, expand: int) -> None:
+        super().__init__()
+        hidden = cin * expand
+        mods: list[nn.Module] = [] if expand == 1 else [_conv_bn(cin, hidden, 1, 1, act=nn.SiLU)]
+        mods += [_conv_bn(hidden, hidden, k, stride, groups=hidden, act=nn.SiLU),
+                 SqueezeExcite(hidden, max(1, cin // 4)),
+                 _conv_bn(hidden, cout, 1, 1, act=None)]
+        self.block = nn.Sequential(*mods)
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x + self.block(x) if self.residual else self.block(x)
+
+
+class EfficientNet(nn.Module):
+    SETTINGS = ((1, 16, 1, 1, 3), (6, 24, 2, 2, 3), (6, 40, 2, 2, 5), (6, 80, 3, 2, 3),
+                (6, 112, 3, 1, 5), (6, 192, 4, 2, 5), (6, 320, 1, 1, 3))
+
+    def __init__(self, classes: int = 1000) -> None:
+        super().__init__()
+        mods: list[nn.Module] = [_conv_bn(3, 32, 3, 2, act=nn.SiLU)]
+        cin = 32
+        for expand, cout, repeats, stride, k in self.SETTINGS:
+            for r in range(repeats):
+                mods.append(MBConv(cin, cout, k, stride if r == 0 else 1, expand))
+                cin = cout
+        mods.append(_conv_bn(cin, 1280, 1, 1, act=nn.SiLU))
+        self.features = nn.Sequential(*mods)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.classifier = nn.Linear(1280, classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.classifier(torch.flatten(self.pool(self.features(x)), 1))
 
 
 # ---- transformers -----------------------------------------------------------------------
@@ -366,6 +420,7 @@ MODELS: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple[Tensor, ...]
     "resnet50": (ResNet, _image, ["input"], ["logits"]),
     "resnet101": (lambda: ResNet(101), _image, ["input"], ["logits"]),
     "mobilenetv2": (MobileNetV2, _image, ["input"], ["logits"]),
+    "efficientnet": (EfficientNet, _image, ["input"], ["logits"]),
     "bert_base": (Bert, _bert_inputs, ["input_ids", "attention_mask"],
                   ["last_hidden_state", "pooler_output"]),
     "gpt2_small": (Gpt2, _tokens(50257), ["input_ids"], ["logits"]),

@@ -32,7 +32,7 @@ from .explain import Explanation, Step
 from .extract import CostFunction, Extraction, ast_size, extract
 from .machine import Pattern
 from .multipattern import MultiPattern
-from .pattern import WILDCARD, AttrVar, Layout, PatternNode, POp, Subst, Var, Wildcard
+from .pattern import UNSET, WILDCARD, AttrVar, Layout, PatternNode, POp, Subst, Unset, Var, Wildcard
 from .report import Application, Iteration, Limits, Report, RuleStats, StopReason
 from .rewrite import Guard, Let, PatternApplier, Reject, Rewrite, birewrite, rewrite
 from .runner import Runner
@@ -41,12 +41,13 @@ from .scheduler import BackoffScheduler, Scheduler, SimpleScheduler
 from .sexpr import add_term, parse_pattern
 
 __all__ = [
-    "WILDCARD", "Analysis", "AnalysisConflict", "AnalysisSet", "Application", "AttrVar", "Attrs",
-    "BackoffScheduler", "ConstantAnalysis", "CostFunction", "EClass", "EGraph", "ENode",
-    "EngineError", "Explanation", "Extraction", "ExtractionError", "Guard", "InvariantError",
-    "Iteration", "Layout", "Let", "Limits", "MultiPattern", "POp", "Pattern", "PatternApplier",
-    "PatternError", "PatternNode", "Reject", "Repeat", "Report", "Rewrite", "RuleStats", "Ruleset", "Runner",
-    "Saturate", "Scheduler", "Seq", "ShapeAnalysis", "SimpleScheduler", "Step", "StopReason",
-    "Subst", "UnsoundRewrite", "Var", "Wildcard", "add_term", "ast_size", "birewrite", "enode",
-    "extract", "make_attrs", "parse_pattern", "rewrite",
+    "UNSET", "Unset", "WILDCARD", "Analysis", "AnalysisConflict", "AnalysisSet", "Application",
+    "AttrVar", "Attrs", "BackoffScheduler", "ConstantAnalysis", "CostFunction", "EClass",
+    "EGraph", "ENode", "EngineError", "Explanation", "Extraction", "ExtractionError", "Guard",
+    "InvariantError", "Iteration", "Layout", "Let", "Limits", "MultiPattern", "POp", "Pattern",
+    "PatternApplier", "PatternError", "PatternNode", "Reject", "Repeat", "Report", "Rewrite",
+    "RuleStats", "Ruleset", "Runner", "Saturate", "Scheduler", "Seq", "ShapeAnalysis",
+    "SimpleScheduler", "Step", "StopReason", "Subst", "UnsoundRewrite", "Var", "Wildcard",
+    "add_term", "ast_size", "birewrite", "enode", "extract", "make_attrs", "parse_pattern",
+    "rewrite",
 ]

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .errors import PatternError
-from .pattern import AttrVar, Layout, Match, PatternNode, POp, Subst, Var, height
+from .pattern import AttrVar, Layout, Match, PatternNode, POp, Subst, Unset, Var, height
 
 if TYPE_CHECKING:
     from .egraph import EClass, EGraph
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 Search = Callable[[Mapping[int, "EClass"], Iterable[int], int, list[Match]], None]
 
 # Attribute check kinds.
-_CONST, _BIND, _SAME = 0, 1, 2
+_CONST, _BIND, _SAME, _UNSET = 0, 1, 2, 3
 _FIRST_FREE = 1  # register 0 is the root class
 _MISSING = object()
 
@@ -95,6 +95,8 @@ class _Compiler:
                 self.pop(child, low + i)
 
     def attr_check(self, name: str, value: Any) -> tuple[str, int, Any]:
+        if isinstance(value, Unset):
+            return (name, _UNSET, None)
         if not isinstance(value, AttrVar):
             return (name, _CONST, value)
         slot = self.attr_slot.get(value.name)
@@ -175,8 +177,10 @@ class _Codegen:
     def check(self, check: tuple[str, int, Any], d: int, indent: int) -> None:
         name, kind, arg = check
         self.emit(f"V = _attr(N{d}[1], {name!r})", indent)
-        self.emit("if V is _MISSING:", indent)
+        self.emit("if V is not _MISSING:" if kind == _UNSET else "if V is _MISSING:", indent)
         self.emit("continue", indent + 1)
+        if kind == _UNSET:
+            return
         if kind == _BIND:
             self.emit(f"R{arg} = V", indent)
             return

@@ -44,6 +44,14 @@ WILDCARD = Wildcard()
 
 
 @dataclass(frozen=True, slots=True)
+class Unset:
+    """In an attribute position: the matched node must not have that attribute at all."""
+
+
+UNSET = Unset()
+
+
+@dataclass(frozen=True, slots=True)
 class AttrVar:
     """An attribute variable (in an attribute position): binds or compares the value."""
 

@@ -16,7 +16,12 @@ Invariants:
 - ``out_nodes`` (atc's ``node:index``) makes those node outputs the graph's outputs, in the
   given order; nodes nothing needs any more are dropped. Unknown nodes or indices are a
   ``UsageError`` naming them.
-- ``input_format`` is validated and recorded; it never changes the graph (ONNX is NCHW).
+- ``input_format`` is validated and recorded. ``NHWC`` on a model whose inputs are NCHW (every
+  framework but TensorFlow, whose converted models take NHWC already) changes the compiled
+  model's input layout for real: every 4-D float input is fed channel-last (its type held in
+  format NHWC, its logical dims still the model's) and a ``ge.TransData`` to NCHW feeds what
+  read it; the layout rules then merge that transfer into the first op's (NHWC -> NC1HWC0
+  at once) or move the elementwise work before it, whichever the cost model prices lower.
 - ``CompileResult.report`` is plain JSON data: source, its framework (``onnx``, ``pytorch``,
   ``caffe``, ``tensorflow``, ``mindspore``), options, optimize, precision, the record every
   view reads (``figures``: nodes, estimates, op counts, memory per variant and precision of
@@ -38,8 +43,11 @@ from typing import Any
 from . import figures, gears, shapes
 from .build import BuildResult, memory_figures, plan_variants, write
 from .cost import DEFAULT_SOC, GraphEstimate, NpuCostModel, SocProfile, profile_for
+from .cost.layout import layout_figures
 from .errors import UsageError
-from .ir.graph import Dim, Graph, TensorType, Value
+from .ir.attrs import Attrs
+from .ir.formats import NC1HWC0_C04, ND, NHWC
+from .ir.graph import Dim, Graph, Node, TensorType, Value
 from .ir.registry import Registry, default_registry, suggest
 from .ir.verify import verify
 from .om.contents import Pipeline, Variant
@@ -91,7 +99,8 @@ class CompileOptions:
     optypelist_for_implmode: tuple[str, ...] = ()  # op types the implmode applies to
     reuse_memory: bool = True  # False: atc's --disable_reuse_memory=1 (debugging)
     buffer_optimize: str = ""  # atc's --buffer_optimize: recorded, no effect here
-    enable_small_channel: bool = False  # atc's flag: recorded; needs layout formats
+    enable_small_channel: bool = False  # atc's flag: the first conv may take C0 = 4
+    layout: bool = True  # NPU data formats (NC1HWC0, FRACTAL_Z, FRACTAL_NZ) and TransData
     dynamic_image_size: tuple[tuple[int, ...], ...] = ()  # (height, width) per gear
     dynamic_dims: tuple[tuple[int, ...], ...] = ()  # a size per -1 of input_shape, per gear
     # atc's --input_shape_range: per input, dims that are ints or (low, high) ranges
@@ -115,7 +124,9 @@ class CompileOptions:
         return OptimizeOptions(opt_level=self.opt_level, soc_version=self.soc_version,
                                target=self.target, disabled=self.disabled,
                                enabled=self.enabled, aicore_num=self.aicore_num,
-                               rules=tuple(map(str, self.rules)))
+                               rules=tuple(map(str, self.rules)),
+                               layout=self.layout and self.target == "npu",
+                               small_channel=self.enable_small_channel)
 
     def gear_mode(self) -> str:
         """Which of atc's dynamic shape flags is given ("" for none; two is a UsageError)."""
@@ -138,10 +149,6 @@ class CompileOptions:
             out.append(f"--buffer_optimize={self.buffer_optimize}: no effect here (the cost "
                        "model has no on-chip L1/L2 buffer to plan; the arena is planned the "
                        "same way)")
-        if self.enable_small_channel:
-            out.append("--enable_small_channel=1: recorded, no effect yet: it selects the "
-                       "C0=4 layout for the first convolution, and layout formats are not "
-                       "implemented yet")
         if not self.reuse_memory:
             out.append("--disable_reuse_memory=1: every tensor has its own block (debugging)")
         return out
@@ -325,14 +332,44 @@ def prune(graph: Graph) -> Graph:
 
 
 def check_input_format(graph: Graph, fmt: str, framework: str = "onnx") -> None:
-    """atc's ``--input_format``: checked against the inputs, recorded, never acted on."""
+    """atc's ``--input_format``: checked against the inputs (NCHW and NHWC describe 4-D
+    ones)."""
     if fmt in ("NCHW", "NHWC") and not any(v.type.rank == 4 for v in graph.inputs):
         raise UsageError(f"--input_format={fmt} needs a 4-D input; the inputs are "
                          + ", ".join(f"{v.name} {v.type}" for v in graph.inputs)
                          + " (use ND)")
-    if fmt == "NHWC" and framework != "tensorflow":  # TF models are NHWC as converted
-        log.warning("--input_format=NHWC: ONNX models are NCHW; no layout change is made "
-                    "(the format is only recorded)")
+
+
+def input_layout(graph: Graph, fmt: str, framework: str, target: str) -> Graph:
+    """``--input_format=NHWC`` for a model whose inputs are NCHW: each 4-D float input held in
+    format NHWC (fed as [N, H, W, C]) and read through a TransData to NCHW (see the module
+    docstring). TensorFlow models are NHWC as converted: nothing changes for them."""
+    if fmt != "NHWC" or framework == "tensorflow":
+        return graph
+    if target != "npu":
+        raise UsageError("--input_format=NHWC changes the input layout with a TransData, an "
+                         "NPU op: it needs --target npu")
+    outputs = set(graph.output_names)
+    nodes: list[Node] = []
+    renamed: dict[str, str] = {}
+    inputs = []
+    for v in graph.inputs:
+        t = v.type
+        if t.rank != 4 or t.format != ND or not t.dtype.startswith(("float", "bfloat")) or (
+                v.name in graph.initializers):
+            inputs.append(v)
+            continue
+        if v.name in outputs:
+            raise UsageError(f"--input_format=NHWC: input '{v.name}' is also an output")
+        renamed[v.name] = f"{v.name}/nchw"
+        inputs.append(Value(v.name, t.with_format(NHWC)))
+        nodes.append(Node("TransData", (v.name,), (renamed[v.name],),
+                          Attrs({"src_format": NHWC, "dst_format": "NCHW"}),
+                          name=f"TransData/{v.name}", domain="ge"))
+    body = [n.with_(inputs=tuple(renamed.get(i, i) for i in n.inputs)) for n in graph.nodes]
+    opset = {**graph.opset, "ge": graph.opset.get("ge", 1)}
+    return graph.replace(inputs=tuple(inputs), nodes=tuple(nodes + body), opset=opset,
+                         value_info=graph.held_weights())
 
 
 class _Phases:
@@ -373,8 +410,11 @@ def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
     phase = _Phases(progress, phases)
     with phase("shapes"):
         graph, plan, fixed_dims = _prepare(graph, options, registry, framework)
+        graph = verify(input_layout(graph, options.input_format, framework, options.target),
+                       registry)
     profile = options.profile()
-    model = NpuCostModel(profile, registry)
+    model = NpuCostModel(profile, registry, small_channel=options.enable_small_channel,
+                         layout=options.optimize_options().layout)
     with phase("optimize"):
         optimized, opt_report = optimize(graph, options.optimize_options(), registry,
                                          deferred=True)
@@ -404,16 +444,18 @@ def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
     estimates = {"source": opt_report.estimate_before, "optimized": opt_report.estimate_after,
                  "final": final_estimate}
     ops = {"source": opt_report.ops_before, "final": final.op_counts()}
+    layout = layout_figures(final, final_estimate) if options.target == "npu" else None
     record = figures.record(estimates, ops, memory_figures(variants),
                             {"mode": options.precision_mode, **checked},
-                            pipeline.info if pipeline else None)
+                            pipeline.info if pipeline else None, layout)
     report = {"source": source, "framework": framework, "options": options.to_json(),
               "optimize": opt_report.to_json(), "precision": prec.to_json(),
               "figures": record, "phases_s": phase.to_json(),
               "implmode": {"mode": options.op_select_implmode,
                            "op_types": list(options.optypelist_for_implmode),
                            "changed": [c.to_json() for c in impl]},
-              "notes": options.notes(), "soc_profile": profile.to_json(),
+              "notes": options.notes() + _layout_notes(options, final),
+              "soc_profile": profile.to_json(),
               "shapes": {**plan.to_json(), "fix_batch_dims": fixed_dims}}
     with phase("write"):
         build = write(base, variants, output, options=options.to_json(), report=report,
@@ -421,6 +463,21 @@ def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
     report["phases_s"] = phase.to_json()
     return CompileResult(build.path, final, opt_report, build, time.perf_counter() - start,
                          report, prec, dict(phase.times), optimized, graph, final_estimate)
+
+
+def _layout_notes(options: CompileOptions, final: Graph) -> list[str]:
+    """What the layout flags did: which convolutions read the small-channel form."""
+    if not options.enable_small_channel:
+        return []
+    small = [n.label for n in final.nodes if n.qualified_op == "ge.FusedConv"
+             and (t := final.type_of(n.inputs[0])) is not None and t.format == NC1HWC0_C04]
+    if small:
+        return [f"--enable_small_channel=1: {', '.join(small[:3])} read(s) C0 = 4 blocks "
+                "(NC1HWC0_C04 input, FRACTAL_Z_C04 weight)"]
+    if not options.optimize_options().layout:
+        return ["--enable_small_channel=1: no effect without the NPU layout (--target npu)"]
+    return ["--enable_small_channel=1: no convolution of at most 4 input channels takes the "
+            "C0 = 4 form (or the cost model found it no cheaper)"]
 
 
 def _partition(variant: Variant, options: CompileOptions, profile: SocProfile,

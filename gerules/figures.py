@@ -15,7 +15,12 @@ Record (plain JSON data)::
      "memory":      {variant: MemoryFigures.to_json()},
      "precision":   {"mode", "check", "status", "note", "outputs": [...]},
      "pipeline":    {"method", "soc", "link", "balance", "transfer_bytes", "stages": [...],
-                     "schedule": {...}, "stage_of": [...]}}   # only for a pipelined model
+                     "schedule": {...}, "stage_of": [...]},   # only for a pipelined model
+     "layout":      {"tensors": {name: format}, "by_format": {"activations", "weights"},
+                     "transdata": {"naive", "final", "implied"},
+                     "padding_bytes": {"activations", "weights"}, "transfer_us"}}
+                                                    # the final graph's data formats
+                                                    # (cost.layout.layout_figures)
 
 Invariants:
 - ``source`` is the graph after input shapes were fixed (what the user's model computes),
@@ -53,7 +58,8 @@ class Headline:
 
 def record(estimates: Mapping[str, Any], ops: Mapping[str, Mapping[str, int]],
            memory: Mapping[str, Mapping[str, Any]], precision: Mapping[str, Any],
-           pipeline: Mapping[str, Any] | None = None) -> dict[str, Any]:
+           pipeline: Mapping[str, Any] | None = None,
+           layout: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The record from ``GraphEstimate``s of the three graphs (keys ``source``, ``optimized``,
     ``final``), the source and final op counts, memory figures per variant and precision."""
     final = estimates["final"]
@@ -69,6 +75,7 @@ def record(estimates: Mapping[str, Any], ops: Mapping[str, Mapping[str, int]],
         "memory": {k: dict(v) for k, v in memory.items()},
         "precision": dict(precision),
         **({"pipeline": dict(pipeline)} if pipeline is not None else {}),
+        **({"layout": dict(layout)} if layout is not None else {}),
     }
 
 
@@ -77,6 +84,30 @@ def headline(figures: Mapping[str, Any]) -> Headline:
     return Headline(int(nodes.get("source", 0)), int(nodes.get("final", 0)),
                     float(us.get("source", 0.0)), float(us.get("optimized", 0.0)),
                     float(us.get("final", 0.0)), str(figures.get("label", "")))
+
+
+def layout_line(figures: Mapping[str, Any]) -> str | None:
+    """One line on the data formats: TransData nodes before and after moving and cancelling
+    them, the formats held, the padding bytes and the estimated transfer time (None when the
+    record has no layout entry, or a tampered one)."""
+    lay = figures.get("layout")
+    if not isinstance(lay, Mapping):
+        return None
+    try:
+        td, pad = lay["transdata"], lay["padding_bytes"]
+        held = {**lay["by_format"]["activations"]}
+        for fmt, n in lay["by_format"]["weights"].items():
+            held[fmt] = held.get(fmt, 0) + n
+        shown = ", ".join(f"{fmt} {n}" for fmt, n in sorted(held.items(), key=lambda kv: -kv[1])
+                          if fmt not in ("ND", "NCHW"))
+        implied = f" (+{int(td['implied'])} implied by plain cube ops)" if td["implied"] else ""
+        return (f"layout: TransData {int(td['naive'])} (a pair around every cube op) -> "
+                f"{int(td['final'])}{implied}; tensors in {shown or 'plain formats only'}; "
+                f"padding {(int(pad['activations']) + int(pad['weights'])) / 2**20:.2f} MiB "
+                f"({int(pad['weights']) / 2**20:.2f} in weights); format transfers "
+                f"{float(lay['transfer_us']):.1f} us")
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
 
 
 def of_report(report: Mapping[str, Any]) -> Mapping[str, Any]:

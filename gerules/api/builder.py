@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import numpy as np
 
 from ..errors import GeError, GraphError, UsageError
+from ..ir import formats
 from ..ir.attrs import Attrs
 from ..ir.graph import Dim, Graph, Node, TensorType, Value
 from ..ir.infer import infer_node
@@ -136,12 +137,21 @@ class GraphBuilder:
     # ------------------------------------------------------------------ adding
 
     def input(self, name: str, shape: Sequence[Dim | None] | None,
-              dtype: object = "float32") -> Tensor:
-        """A graph input; dims are ints, names (``"N"``: symbolic) or ``None`` (unnamed)."""
+              dtype: object = "float32", *, format: str = formats.ND) -> Tensor:  # noqa: A002
+        """A graph input; dims are ints, names (``"N"``: symbolic) or ``None`` (unnamed).
+        ``format``: an NPU data format it is held in (``NC1HWC0``, ``FRACTAL_NZ``...; the
+        shape stays logical, feeds come in the physical layout), as the verifier's
+        instances of layout rules have them."""
         self._check_new_tensor(name)
         where = f"input '{name}'"
         dims = None if shape is None else tuple(input_dim(d, k, name) for k, d in enumerate(shape))
-        value = Value(name, TensorType(dtype_name(dtype, where), dims))
+        if format not in formats.FORMATS:
+            raise UsageError(f"{where}: unknown format {format!r} (one of "
+                             f"{', '.join(formats.FORMATS)})")
+        why = formats.can_hold(format, dims)
+        if why is not None:
+            raise UsageError(f"{where}: {why}")
+        value = Value(name, TensorType(dtype_name(dtype, where), dims, format))
         self._inputs.append(value)
         self._types[name] = value.type
         return self[name]

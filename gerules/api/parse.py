@@ -22,7 +22,6 @@ Invariants:
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -33,7 +32,6 @@ from ..ir.graph import Graph
 if TYPE_CHECKING:
     import onnx
 
-log = logging.getLogger(__name__)
 Source = str | os.PathLike[str] | bytes
 InputShape = Mapping[str, Sequence[int]] | str
 FORMATS = ("NCHW", "NHWC", "ND")
@@ -79,13 +77,12 @@ def format_name(input_format: str) -> str:
 
 
 def check_format(graph: Graph, fmt: str) -> None:
-    """NCHW and NHWC describe a 4-D input; NHWC is only recorded (ONNX models are NCHW)."""
+    """NCHW and NHWC describe a 4-D input; the format is recorded in the graph's metadata
+    (``compile`` with ``CompileOptions(input_format="NHWC")`` changes the input's layout)."""
     if fmt in ("NCHW", "NHWC") and not any(v.type.rank == 4 for v in graph.inputs):
         inputs = ", ".join(f"{v.name} {v.type}" for v in graph.inputs)
         raise UsageError(f"input_format {fmt} needs a 4-D input; the inputs are {inputs} "
                          "(use ND)")
-    if fmt == "NHWC":
-        log.warning("input_format NHWC: ONNX models are NCHW; no layout change is made")
 
 
 def input_shapes(given: InputShape | None) -> dict[str, tuple[int, ...]]:

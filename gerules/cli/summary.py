@@ -82,9 +82,14 @@ def fusion_lines(fusions: list[Mapping[str, Any]], rules: Mapping[str, Mapping[s
 def saturation_line(opt: Mapping[str, Any]) -> str:
     sat = opt.get("saturation", {})
     lim = sat.get("limits", {})
-    return (f"saturation: {sat.get('stop_reason')} after {sat.get('iterations')} iterations, "
+    line = (f"saturation: {sat.get('stop_reason')} after {sat.get('iterations')} iterations, "
             f"{sat.get('egraph_nodes')} e-nodes (limits: {lim.get('iterations')} iterations, "
             f"{lim.get('nodes')} e-nodes, {lim.get('seconds')} s)")
+    lay = sat.get("layout")
+    if lay:  # the NPU data layout's own e-graph, built from the graph the first one gave
+        line += (f"; layout: {lay.get('stop_reason')} after {lay.get('iterations')} "
+                 f"iterations, {lay.get('egraph_nodes')} e-nodes")
+    return line
 
 
 def time_line(phases: Mapping[str, float]) -> str:
@@ -135,7 +140,9 @@ def conversion_summary(report: Mapping[str, Any], phases: Mapping[str, float]) -
     casts = figures.cast_warning(rec)
     lines += [f"warning: {casts}"] if casts else []
     lines += [f"note: {n}" for n in report.get("notes", [])]
-    lines += ["", *memory_lines(rec), *pipeline_lines(rec.get("pipeline")), time_line(phases)]
+    layout = figures.layout_line(rec)
+    lines += ["", *memory_lines(rec), *([layout] if layout else []),
+              *pipeline_lines(rec.get("pipeline")), time_line(phases)]
     return "\n".join(lines)
 
 
@@ -235,19 +242,21 @@ def om_info(om: OmFile) -> dict[str, Any]:
         "soc_version": c.soc_version, "command_line": c.command_line,
         "framework": report.get("framework", "onnx"),
         "opt_level": options.get("opt_level"), "precision_mode": options.get("precision_mode"),
-        "inputs": [{"name": v.name, "type": str(v.type)} for v in c.graph.inputs],
+        "inputs": [{"name": v.name, "type": v.type.held_str()} for v in c.graph.inputs],
         "outputs": [{"name": v.name, "type": str(v.type)} for v in c.graph.outputs],
         "nodes": h.nodes_final if rec else len(c.graph.nodes),
         "ops": rec.get("ops", {}).get("final") or c.graph.op_counts(),
         "weights_bytes": weights_bytes(c.graph),
         "variants": [{"name": v.name, "dims": dict(v.dims), "streams": v.plan.stream_count,
-                      "inputs": [{"name": x.name, "type": str(x.type)} for x in v.graph.inputs],
+                      "inputs": [{"name": x.name, "type": x.type.held_str()}
+                                 for x in v.graph.inputs],
                       "memory": memory.get(v.name)
                       or (v.plan.figures.to_json() if v.plan.figures else {})}
                      for v in c.variants],
         "estimate_us": h.us_final if rec else None,
         "estimate_source_us": h.us_source if rec else None,
         "precision": rec.get("precision"),
+        "layout": figures.layout_line(rec),
         **({"pipeline": figures.pipeline_summary(rec.get("pipeline"))}
            if rec.get("pipeline") else {}),
     }
@@ -267,6 +276,7 @@ def om_info_text(info: dict[str, Any]) -> str:
         lines.append(f"latency: {info['estimate_us']:.1f} us (source model "
                      f"{info['estimate_source_us']:.1f} us; {LABEL})")
     lines += precision_lines(info.get("precision") or {})
+    lines += [info["layout"]] if info.get("layout") else []
     lines.append(f"{'variant':<16}{'inputs':<34}{'arena':>12}{'lower bound':>14}{'streams':>9}")
     for v in info["variants"]:
         shapes = ", ".join(f"{x['name']}{x['type'][x['type'].index('['):]}" for x in v["inputs"])

@@ -24,6 +24,7 @@ import numpy as np
 from ..engine import EGraph, ENode
 from ..errors import GeError
 from ..ir.graph import TensorType
+from ..ir.weights import Deferred
 from ..terms.terms import (
     ABSENT,
     OUTPUTS_ATTR,
@@ -78,8 +79,9 @@ class Builder:
         for let in self.lets:
             built[let.name] = self.op(let.op, egraph, env, classes, likes[0], built,
                                       let.outputs)
-        return tuple(self.node(t, egraph, env, classes, like, built)
-                     for t, like in zip(self.rhs, likes, strict=True))
+        return tuple(_held(self.node(t, egraph, env, classes, like, built),
+                           class_type(egraph, r))
+                     for t, like, r in zip(self.rhs, likes, roots, strict=True))
 
     def node(self, t: program.Term, egraph: EGraph, env: Env, classes: Lookup,
              like: str | None, built: dict[str, Prepared]) -> Prepared:
@@ -184,6 +186,17 @@ def copied(env: Env, binder: str) -> dict[str, Any]:
     return {k: ir_attr(v) for k, v in node.attrs if k != OUTPUTS_ATTR}
 
 
+def _held(p: Prepared, root: Any) -> Prepared:
+    """A computed root in a blocked format (``transdata(w, "FRACTAL_Z")``) is held as the
+    matched root is: the constant carries its format and logical shape."""
+    if p.kind != "const" or not isinstance(root, TensorType) or root.format == "ND":
+        return p
+    if tuple(np.shape(p.value)) != tuple(root.physical_shape or ()):
+        raise PrepareError(f"the computed value has shape {list(np.shape(p.value))}, but "
+                           f"the matched {root} is held as {list(root.physical_shape or ())}")
+    return Prepared("const", p.value, (("type", root),))
+
+
 def _dtype(t: Any) -> str | None:
     return t.dtype if isinstance(t, TensorType) else None
 
@@ -214,7 +227,8 @@ def emit(egraph: EGraph, p: Prepared, memo: dict[int, int] | None = None) -> int
     if p.kind == "class":
         cid = int(p.value)
     elif p.kind == "const":
-        cid = int(add_const(egraph, p.value))
+        cid = int(add_const(egraph, p.value if isinstance(p.value, Deferred)
+                            else np.asarray(p.value), dict(p.attrs).get("type")))
     elif p.kind == "absent":
         cid = int(egraph.add(ENode(ABSENT, (), ())))
     elif p.kind == "proj":

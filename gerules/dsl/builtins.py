@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import GeError
+from ..ir import formats as F
 from .values import MAX_ELEMENTS, DType, EvalError, Tensor, kernel, kind, same, to_array
 
 
@@ -41,7 +43,7 @@ class Builtin:
 
 def _shape_of(x: Any) -> tuple[Any, ...]:
     if isinstance(x, Tensor):
-        if x.value is not None:
+        if x.value is not None and (x.type is None or x.type.format == F.ND):
             return tuple(int(d) for d in x.value.shape)
         if x.type is None or x.type.shape is None:
             raise EvalError(f"the shape of {x.name} is unknown")
@@ -315,6 +317,58 @@ def equal(a: Any, b: Any) -> bool:
     return same(a, b)
 
 
+def format_(x: Any) -> str:
+    """The format a tensor is held in, as GE names it: "ND", "NCHW" (a plain 4-D tensor),
+    "NHWC", "NC1HWC0", "NC1HWC0_C04", "FRACTAL_Z", "FRACTAL_Z_C04", "FRACTAL_NZ"."""
+    if not isinstance(x, Tensor) or x.type is None:
+        raise EvalError(f"format() needs a tensor of known type, got {kind(x)}")
+    return x.type.format_name
+
+
+def fits(fmt: Any, *xs: Any) -> bool:
+    """True when tensors can be the operands of an elementwise op computed in format fmt:
+    each a single number, or of the result's rank and size along the dims fmt blocks (a
+    5-D activation's channel, a fractal's last two dims); the result's shape must be one fmt
+    holds (rank, static blocked dims). With one tensor: fmt can hold it."""
+    if not isinstance(fmt, str) or fmt not in F.NAMES:
+        raise EvalError(f"fits() needs a format name ({', '.join(F.NAMES)}), got {kind(fmt)}")
+    shapes = [_shape_of(x) for x in xs]
+    width = max((len(s) for s in shapes), default=0)
+    out = tuple(next((s[len(s) - width + i] for s in shapes
+                      if len(s) - width + i >= 0 and s[len(s) - width + i] != 1), 1)
+                for i in range(width))
+    try:
+        stored = F.stored(fmt, width)
+    except GeError:
+        return False
+    if F.can_hold(stored, out) is not None:
+        return False
+    for s in shapes:
+        if all(d == 1 for d in s):
+            continue  # a single number broadcasts anywhere
+        if len(s) != width or any(s[a] != out[a] for a in F.blocked_dims(stored, width)):
+            return False
+    return True
+
+
+def transdata(x: Any, fmt: Any) -> np.ndarray:
+    """A constant's elements held in another format, as GE's TransData converts them at
+    compile time: transdata(w, "FRACTAL_Z") (the padding is zeros)."""
+    if not isinstance(x, Tensor) or x.value is None or x.type is None or x.type.shape is None:
+        raise EvalError(f"transdata() needs a constant of known type, got {kind(x)}")
+    if not isinstance(fmt, str):
+        raise EvalError(f"transdata() needs a format name, got {kind(fmt)}")
+    try:
+        dst = F.stored(fmt, x.type.rank)
+        shape = tuple(int(d) for d in x.type.shape)
+        if math.prod(int(d) for d in F.physical_shape(shape, x.value.dtype.name, dst)) > (
+                MAX_ELEMENTS):
+            raise EvalError(f"transdata() would hold more than {MAX_ELEMENTS} elements")
+        return F.transfer(x.value, x.type.format, dst, shape)
+    except (GeError, ValueError, TypeError) as e:
+        raise EvalError(f"transdata({x.name}, {fmt}): {e}") from None
+
+
 # ---------------------------------------------------------------- tables
 
 
@@ -360,7 +414,7 @@ def copy_dims(target: Any, shape: Any) -> tuple[int, ...]:
 _FUNCTIONS: list[Callable[..., Any]] = [
     const, shape, rank, dtype, numel, static, broadcastable, bcast, reshape, sqrt, exp, log,
     abs_, all_, any_, iota, len_, approx, min_, max_, sum_, prod, int_, float_, cast, splat, item,
-    concat, norm_axis, inverse, equal, copy_dims,
+    concat, norm_axis, inverse, equal, copy_dims, format_, fits, transdata,
 ]
 FUNCTIONS: dict[str, Builtin] = {b.name: b for b in (_entry(fn) for fn in _FUNCTIONS)}
 

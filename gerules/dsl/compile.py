@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..engine import (
+    UNSET,
     WILDCARD,
     AttrVar,
     EGraph,
@@ -49,7 +50,7 @@ from ..engine import (
 from ..engine.schedule import Step
 from ..ir.registry import Registry
 from ..ir.weights import Deferred
-from ..terms.terms import ABSENT, PROJ, class_value, hashable_attr, ir_attr
+from ..terms.terms import ABSENT, OUTPUTS_ATTR, PROJ, class_value, hashable_attr, ir_attr
 from . import ast, program
 from .apply import Builder, PrepareError, emit, tensor_of
 from .build import attr_value, matches_literal
@@ -212,6 +213,33 @@ class Where:
         return subst if ok else Reject(self.reason)
 
 
+class ConstCheck:
+    """``where const(a, b)`` (or ``where not const(a)``) alone: every class has a known value
+    (none has one), the evaluator's answer read straight from the constant analysis: no
+    values built per match."""
+
+    def __init__(self, names: tuple[str, ...], reason: str, want: bool = True) -> None:
+        self.names, self.reason, self.want = names, reason, want
+
+    @staticmethod
+    def of(clause: program.Where, tensors: frozenset[str]) -> ConstCheck | None:
+        e, want = clause.expr, True
+        if isinstance(e, ast.Unary) and e.op == "not":
+            e, want = e.operand, False
+        if isinstance(e, ast.Call) and e.func == "const" and not e.kwargs and e.args and all(
+                isinstance(a, ast.Name) and a.name in tensors for a in e.args) and (
+                want or len(e.args) == 1):
+            return ConstCheck(tuple(a.name for a in e.args),  # type: ignore[union-attr]
+                              clause.text, want)
+        return None
+
+    def __call__(self, egraph: EGraph, root: int, subst: Subst) -> Subst | Reject:
+        for name in self.names:
+            if (class_value(egraph, int(subst[name])) is not None) != self.want:
+                return Reject(self.reason)
+        return subst
+
+
 class LetValue:
     def __init__(self, clause: program.Let, tensors: frozenset[str]) -> None:
         self.name, self.expr, self.tensors = clause.name, clause.expr, tensors
@@ -285,6 +313,10 @@ class _PatternBuilder:
 
     def op(self, call: program.Op) -> PatternNode:
         attrs = tuple(self.attr(item) for item in call.attr_items())
+        if call.output is None and call.schema.max_outputs != 1:
+            # a plain Op(...) is a node whose only used output is the first: never the
+            # tuple node of one whose other outputs are used (``Op(...)[k]`` reads those)
+            attrs += ((OUTPUTS_ATTR, UNSET),)
         children = tuple(self.node(a) for a in call.args)
         node = POp(call.qualified, children, tuple(sorted(attrs)), call.binder)
         if call.output is None:
@@ -313,8 +345,10 @@ def compile_direction(direction: Direction, commutative: frozenset[str]) -> Rewr
     tensors = frozenset(pattern.layout.classes)
     conditions: list[Any] = list(builder.checks)
     for clause in direction.clauses:
-        conditions.append(Where(clause, tensors) if isinstance(clause, program.Where)
-                          else LetValue(clause, tensors))
+        if isinstance(clause, program.Where):
+            conditions.append(ConstCheck.of(clause, tensors) or Where(clause, tensors))
+        else:
+            conditions.append(LetValue(clause, tensors))
     conditions.append(Prepare(Builder(direction.rhs, direction.lets), tensors))
     return Rewrite(direction.name, pattern, _emit, conditions=conditions, incremental=True)
 

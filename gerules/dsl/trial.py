@@ -26,12 +26,13 @@ from dataclasses import dataclass
 
 from ..engine import AnalysisConflict, EGraph, ENode, Reject, Rewrite, Subst, extract
 from ..errors import GeError
-from ..ir.graph import Graph, TensorType
+from ..ir.graph import Graph, TensorType, Value
 from ..ir.registry import Registry
 from ..ir.verify import verify
 from ..terms.lower import Lowered, lower
 from ..terms.raise_graph import raise_graph
 from ..terms.terms import TermContext, class_type, join_types
+from .instances.builder import OUTPUT
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ def apply_rewrite(instance: Graph, rewrite: Rewrite, registry: Registry | None =
     ctx = TermContext(registry, instance.opset, {v.name: v.type for v in instance.inputs})
     low = lower(instance, ctx, explanations=False)
     egraph = low.egraph
-    roots = tuple(egraph.find(low.roots[v.name]) for v in instance.outputs)
+    roots = tuple(egraph.find(low.roots[v.name]) for v in _rooted(instance))
     matches = [m for m in rewrite.search(egraph)
                if sorted(_roots(egraph, rewrite, m)) == sorted(roots)]
     if not matches:
@@ -65,6 +66,14 @@ def apply_rewrite(instance: Graph, rewrite: Rewrite, registry: Registry | None =
                        rewrite.applier(egraph, int(match[0]), outcome), strict=True))
         return _result(instance, low, tuple(rhs[r] for r in roots), registry, graphs)
     return Applied(reason=reason)
+
+
+def _rooted(instance: Graph) -> tuple[Value, ...]:
+    """The outputs that are the pattern's roots: in a built instance the ``%out`` ones (the
+    others are the further outputs of a node the pattern matches by output, ``Op(..)[0]``,
+    kept as they are); in a graph given as an instance (``check_instance``), all of them."""
+    named = tuple(v for v in instance.outputs if v.name.startswith(OUTPUT))
+    return named or instance.outputs
 
 
 def _roots(egraph: EGraph, rewrite: Rewrite, match: tuple[object, ...]) -> tuple[int, ...]:
@@ -85,7 +94,8 @@ def _conditions(egraph: EGraph, rewrite: Rewrite, match: tuple[object, ...]) -> 
 def _result(instance: Graph, low: Lowered, rhs: tuple[int, ...], registry: Registry | None,
             graphs: bool) -> Applied:
     egraph = low.egraph
-    left = tuple(v.type for v in instance.outputs)
+    rooted = _rooted(instance)
+    left = tuple(v.type for v in rooted)
     right = tuple(class_type(egraph, c) for c in rhs)
     for have, got in zip(left, right, strict=True):
         try:
@@ -95,9 +105,11 @@ def _result(instance: Graph, low: Lowered, rhs: tuple[int, ...], registry: Regis
                                            f"{got}", left, right)
     if not graphs:
         return Applied(True, left=left, right=right)
-    ext = extract(egraph, list(rhs), _size)
-    lowered = dataclasses.replace(low, roots={v.name: egraph.find(c) for v, c in
-                                              zip(instance.outputs, rhs, strict=True)})
+    kept = {v.name: egraph.find(low.roots[v.name]) for v in instance.outputs
+            if v not in rooted}
+    ext = extract(egraph, [*rhs, *kept.values()], _size)
+    lowered = dataclasses.replace(low, roots={**kept, **{v.name: egraph.find(c) for v, c in
+                                                         zip(rooted, rhs, strict=True)}})
     try:
         # folded weights computed now: the verifier reads every constant of a right side
         graph = verify(raise_graph(instance, lowered, ext).materialized(), registry)

@@ -71,6 +71,9 @@ class Tensor:
         """The constant value as it is held (a deferred one not computed)."""
         if self.value is None:
             raise EvalError(f"{self.name} is not a constant")
+        if self.type is not None and self.type.format != "ND":
+            raise EvalError(f"{self.name} is held in format {self.type.format}: its array is "
+                            "not its elements (transdata() gives them in another format)")
         return self.value
 
 

@@ -1,7 +1,8 @@
 """Binding symbolic dims to sizes (one gear of a dynamic-shape model).
 
 Invariant: ``bind_dims`` only rewrites the graph's input and output types; inferred types are
-dropped (run ``verify`` for the bound graph's), nodes and weights are shared.
+dropped (run ``verify`` for the bound graph's; the formats of weights held in one stay), nodes
+and weights are shared.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ def bind_dims(graph: Graph, dims: Mapping[str, int]) -> Graph:
         if v.shape is None:
             return v
         shape = tuple(dims.get(d, d) if isinstance(d, str) else d for d in v.shape)
-        return Value(v.name, TensorType(v.dtype, shape))
+        return Value(v.name, TensorType(v.dtype, shape, v.type.format))
 
     return graph.replace(inputs=tuple(fix(v) for v in graph.inputs),
-                         outputs=tuple(fix(v) for v in graph.outputs), value_info={})
+                         outputs=tuple(fix(v) for v in graph.outputs),
+                         value_info=graph.held_weights())
 
 
 def symbol_sizes(declared: Sequence[Value], shapes: Mapping[str, Sequence[int]]

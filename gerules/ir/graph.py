@@ -32,6 +32,8 @@ import numpy as np
 
 from .attrs import EMPTY, Attrs
 from .dtypes import DType, itemsize
+from .formats import ND, physical_shape
+from .formats import name as format_name
 from .weights import Deferred, Weight, content_key, materialize
 
 if TYPE_CHECKING:
@@ -46,10 +48,16 @@ UNTYPED = ""
 
 @dataclass(frozen=True, slots=True)
 class TensorType:
-    """Element type and shape of a tensor (``shape is None``: unknown rank)."""
+    """Element type, logical shape and format of a tensor (``shape is None``: unknown rank).
+
+    ``shape`` is always the logical shape (the model's dims); ``format`` says how memory
+    holds it (``ir.formats``: ``ND`` plain, or a blocked NPU format), and ``physical_shape``
+    and ``nbytes`` are what memory holds, padding included.
+    """
 
     dtype: DType
     shape: Shape | None
+    format: str = ND
 
     @property
     def rank(self) -> int | None:
@@ -68,13 +76,43 @@ class TensorType:
             n *= int(d)
         return n
 
+    @property
+    def physical_shape(self) -> Shape | None:
+        """The dims memory holds (the logical shape for plain formats)."""
+        if self.format == ND or self.shape is None:
+            return self.shape
+        return physical_shape(self.shape, self.dtype, self.format)
+
+    @property
+    def format_name(self) -> str:
+        """The format as GE names it (``NCHW`` for a plain 4-D tensor)."""
+        return format_name(self.format, self.rank)
+
     def nbytes(self) -> int | None:
-        n = self.numel()
-        return None if n is None else n * itemsize(self.dtype)
+        """Bytes in memory: the physical shape's, padding included (static shapes only)."""
+        shape = self.physical_shape if self.format != ND else self.shape
+        if shape is None or not all(isinstance(d, int) for d in shape):
+            return None
+        n = 1
+        for d in shape:
+            n *= int(d)
+        return n * itemsize(self.dtype)
+
+    def held_str(self) -> str:
+        """The type as memory holds it: ``float32[N,224,224,3] (NHWC)`` for a
+        ``float32[N,3,224,224]`` held channel-last (what a caller feeds); ``str`` otherwise."""
+        if self.format == ND or self.shape is None:
+            return str(self)
+        dims = ",".join(str(d) for d in self.physical_shape or ())
+        return f"{self.dtype}[{dims}] ({self.format_name})"
+
+    def with_format(self, fmt: str) -> TensorType:
+        return self if fmt == self.format else TensorType(self.dtype, self.shape, fmt)
 
     def __str__(self) -> str:
         dims = "?" if self.shape is None else ",".join(str(d) for d in self.shape)
-        return f"{self.dtype}[{dims}]"
+        tail = "" if self.format == ND else f"@{self.format}"
+        return f"{self.dtype}[{dims}]{tail}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +257,13 @@ class Graph:
             arr = self.initializers[name]
             return TensorType(arr.dtype.name, tuple(int(d) for d in arr.shape))
         return None
+
+    def held_weights(self) -> dict[str, Value]:
+        """The ``value_info`` entries of initializers held in a blocked format (their arrays
+        are physical; these types say how to read them): what a copy of the graph that drops
+        its inferred types must keep."""
+        return {k: v for k, v in self.value_info.items()
+                if k in self.initializers and v.type.format != ND}
 
     def function(self, domain: str, op: str) -> CompositeOp | None:
         """The composite op ``domain.op`` this graph carries, if any."""

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..errors import GeError, ShapeError
+from .formats import ND
 from .graph import UNTYPED, Graph, Node, Shape, TensorType, Value
 from .registry import NONDETERMINISTIC, OpSchema, Registry, default_registry
 from .symbolic import SymInts, of_array, sym_eval, sym_output_type
@@ -35,7 +36,7 @@ class _Env:
         self.syms: dict[str, SymInts] = {}
         for name, arr in graph.initializers.items():
             if name not in self.types:  # a graph input shadows its initializer (a default)
-                self.types[name] = TensorType(arr.dtype.name, tuple(int(d) for d in arr.shape))
+                self.types[name] = initializer_type(graph, name, arr)
                 if isinstance(arr, np.ndarray):  # a deferred weight is never computed here
                     self.consts[name] = arr
         self._fresh = itertools.count()
@@ -44,6 +45,15 @@ class _Env:
         if shape is None:
             return None
         return tuple(f"unk{next(self._fresh)}" if d == "?" else d for d in shape)
+
+
+def initializer_type(graph: Graph, name: str, arr: Weight) -> TensorType:
+    """An initializer's type: its array's, or the formatted type ``value_info`` records for a
+    weight held in a blocked format (its array is then the physical one)."""
+    declared = graph.value_info.get(name)
+    if declared is not None and declared.type.format != ND:
+        return declared.type
+    return TensorType(arr.dtype.name, tuple(int(d) for d in arr.shape))
 
 
 def schema_for(node: Node, graph: Graph, registry: Registry) -> OpSchema:
@@ -66,7 +76,7 @@ def infer_node(
 ) -> tuple[list[TensorType], list[np.ndarray] | None]:
     """Output types of one node, and its outputs' values when they are small and known."""
     try:
-        call = schema.call(node.attrs, len(node.outputs), node.label)
+        call = schema.call(node.attrs, len(node.outputs), node.label, types)
         out = list(schema.infer(types, consts, call))
     except GeError as e:
         raise e.with_place(node=node.label, op=node.qualified_op)
@@ -105,7 +115,7 @@ def infer_graph(graph: Graph, registry: Registry | None = None) -> Graph:
     """A copy of ``graph`` whose ``value_info`` holds the type of every node output."""
     registry = registry or default_registry()
     env = _Env(graph)
-    info: dict[str, Value] = {}
+    info: dict[str, Value] = graph.held_weights()
     for node in graph.nodes:
         schema = schema_for(node, graph, registry)
         types = [env.types.get(i) if i else None for i in node.inputs]
@@ -115,7 +125,8 @@ def infer_graph(graph: Graph, registry: Registry | None = None) -> Graph:
         for k, name in enumerate(node.outputs):
             if k >= len(out_types) or not name:
                 continue
-            t = TensorType(out_types[k].dtype, env.fresh(out_types[k].shape))
+            t = TensorType(out_types[k].dtype, env.fresh(out_types[k].shape),
+                           out_types[k].format)
             declared = graph.value_info.get(name)
             t = refine(t, declared.type if declared else None, node, name)
             env.types[name] = t
@@ -159,7 +170,9 @@ def _refine_output(v: Value, types: Mapping[str, TensorType], producers: Mapping
 
 
 def refine(inferred: TensorType, declared: TensorType | None, node: Node, name: str) -> TensorType:
-    """Combine an inferred and a declared type; keep the more precise dim of each."""
+    """Combine an inferred and a declared type; keep the more precise dim of each. The
+    format is the inferred one (node outputs get theirs from their ops; a declaration, read
+    from a file that cannot say formats, is about dims)."""
     if declared is None or declared.dtype == UNTYPED:
         return inferred
     if declared.dtype != inferred.dtype:
@@ -177,7 +190,7 @@ def refine(inferred: TensorType, declared: TensorType | None, node: Node, name: 
         if isinstance(a, int) and isinstance(b, int) and a != b:
             raise _mismatch(inferred, declared, node, name)
         dims.append(a if isinstance(a, int) else b)
-    return TensorType(inferred.dtype, tuple(dims))
+    return TensorType(inferred.dtype, tuple(dims), inferred.format)
 
 
 def _mismatch(inferred: TensorType, declared: TensorType, node: Node, name: str) -> ShapeError:

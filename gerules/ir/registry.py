@@ -31,6 +31,8 @@ import numpy as np
 from ..errors import ModelError
 from .attrs import Attrs, AttrValue
 from .graph import TensorType
+from .layout import ELEMENTWISE as ELEMENTWISE_RULE
+from .layout import PLAIN, FormatRule, rule_of, wrap_infer, wrap_kernel, wrap_kernel_out
 
 AttrKind = Literal["int", "float", "string", "ints", "floats", "strings", "tensor", "graph"]
 Unit = Literal["cube", "vector", "scalar"]
@@ -50,6 +52,9 @@ class Call:
     attrs: Mapping[str, AttrValue]  # node attributes with schema defaults applied
     num_outputs: int = 1
     node: str = ""  # node name, for messages
+    # the operands' logical types (formats included); kernels of ops that run on blocked
+    # formats read them (``ir.layout``); empty: every operand is plain
+    types: tuple[TensorType | None, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +121,25 @@ class OpSchema:
     unit_of: UnitFn | None = None
     kernel_out: KernelOutFn | None = None
     body: Any = None  # the ir.composite.CompositeOp an op defined in .ger evaluates
+    # which formats the operands may be in (``ir.layout``); None: ELEMENTWISE for ops with
+    # that trait, PLAIN for the others. ``infer`` (and the kernels of native ops) are
+    # wrapped with it on construction.
+    formats: FormatRule | None = None
+
+    def __post_init__(self) -> None:
+        if rule_of(self.infer) is not None:
+            return  # already wrapped (a copy of a schema)
+        rule = self.formats or (ELEMENTWISE_RULE if ELEMENTWISE in self.traits else PLAIN)
+        plain_infer = self.infer
+        infer = wrap_infer(plain_infer, rule)
+        object.__setattr__(self, "formats", rule)
+        object.__setattr__(self, "infer", infer)
+        if rule.converts:
+            plain = self.kernel
+            object.__setattr__(self, "kernel", wrap_kernel(plain, rule))
+            if self.kernel_out is not None:
+                object.__setattr__(self, "kernel_out", wrap_kernel_out(
+                    self.kernel_out, plain, plain_infer, rule))
 
     @property
     def kind(self) -> str:
@@ -178,8 +202,9 @@ class OpSchema:
                 out[spec.name] = spec.default
         return out
 
-    def call(self, attrs: Mapping[str, AttrValue], num_outputs: int = 1, node: str = "") -> Call:
-        return Call(self.resolve(attrs), num_outputs, node)
+    def call(self, attrs: Mapping[str, AttrValue], num_outputs: int = 1, node: str = "",
+             types: Sequence[TensorType | None] = ()) -> Call:
+        return Call(self.resolve(attrs), num_outputs, node, tuple(types))
 
 
 def suggest(name: str, choices: Iterable[str]) -> str:

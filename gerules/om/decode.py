@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import GeError, OmError
+from ..ir import formats
 from ..ir.attrs import Attrs
 from ..ir.composite import AttrRef, CompositeOp, body_problem
 from ..ir.dtypes import ONNX_CODES, itemsize, to_numpy
@@ -163,6 +164,8 @@ def _pipeline(d: Doc, raw: Any, whole: Graph, registry: Registry) -> Pipeline:
                 raise d.fail(f"{ctx}.outputs", f"'{v.name}' is not made by this stage")
         g = Graph(tuple(part), tuple(inputs), tuple(outputs),
                   {k: a for k, a in whole.initializers.items() if k in used},
+                  {k: v for k, v in whole.value_info.items()  # weights held in a format
+                   if k in used and k in whole.initializers},
                   name=name, opset=whole.opset)
         try:
             verify(g, registry, shapes=False)
@@ -212,7 +215,17 @@ def _type(d: Doc, v: dict[str, Any], ctx: str, *, static: bool,
     if shape is None and not static:
         return TensorType(dtype, None)
     dims = tuple(_dim(d, x, f"{ctx}.shape", static) for x in d.seq(shape, f"{ctx}.shape"))
-    t = TensorType(dtype, dims)
+    fmt = _format(d, v["format"], f"{ctx}.format") if "format" in v else formats.ND
+    why = formats.can_hold(fmt, dims)
+    if why:
+        raise d.fail(ctx, why)
+    t = TensorType(dtype, dims, fmt)
+    if fmt != formats.ND:
+        physical = tuple(_dim(d, x, f"{ctx}.physical", static)
+                         for x in d.seq(d.get(v, "physical", ctx), f"{ctx}.physical"))
+        if physical != t.physical_shape:
+            raise d.fail(ctx, f"physical shape {list(physical)} is not how {fmt} holds "
+                              f"{list(dims)} ({list(t.physical_shape or ())})")
     if t.is_static and (t.nbytes() or 0) > MAX_TENSOR_BYTES:
         raise d.fail(ctx, f"{t} needs {t.nbytes()} bytes (at most {MAX_TENSOR_BYTES})")
     return t
@@ -239,12 +252,14 @@ def _graph(d: Doc, g: Any, blobs: list[np.ndarray], depth: int = 0) -> Graph:
              for k, v in d.obj(d.get(g, "opset", "graph"), "graph.opset").items()}
     meta = {d.text(k, "graph.metadata"): d.text(v, f"graph.metadata.{k}")
             for k, v in d.obj(g.get("metadata", {}), "graph.metadata").items()}
-    inits = {}
+    inits, held = {}, {}
     for i, item in enumerate(d.seq(d.get(g, "initializers", "graph"), "graph.initializers")):
         ctx = f"graph.initializers[{i}]"
         item = d.obj(item, ctx)
         name = d.name(d.get(item, "name", ctx), f"{ctx}.name")
         inits[name] = _weight(d, item.get("weight"), f"{ctx} '{name}'", blobs)
+        if "format" in item:
+            held[name] = Value(name, _held_type(d, item, inits[name], f"{ctx} '{name}'"))
     functions: list[CompositeOp] = []
     for i, f in enumerate(d.seq(g.get("functions", []), "graph.functions")):
         functions.append(_function(d, f, f"graph.functions[{i}]", blobs, functions))
@@ -256,8 +271,32 @@ def _graph(d: Doc, g: Any, blobs: list[np.ndarray], depth: int = 0) -> Graph:
                              lambda v, c: _value(d, v, c, untyped=depth > 0))),
         outputs=tuple(d.items(d.get(g, "outputs", "graph"), "graph.outputs",
                               lambda v, c: _value(d, v, c, untyped=depth > 0))),
-        initializers=inits, name=d.name(g.get("name", "graph"), "graph.name", empty=True),
-        opset=opset, metadata=meta)
+        initializers=inits, value_info=held,
+        name=d.name(g.get("name", "graph"), "graph.name", empty=True), opset=opset,
+        metadata=meta)
+
+
+def _held_type(d: Doc, item: dict[str, Any], blob: np.ndarray, ctx: str) -> TensorType:
+    """The logical type of a weight held in a blocked format; its blob must have exactly
+    that format's physical shape."""
+    fmt = _format(d, item.get("format"), f"{ctx}.format")
+    dims = tuple(d.integer(x, f"{ctx}.shape", 0, MAX_DIM)
+                 for x in d.seq(d.get(item, "shape", ctx), f"{ctx}.shape"))
+    why = formats.can_hold(fmt, dims)
+    if why:
+        raise d.fail(ctx, why)
+    t = TensorType(blob.dtype.name, dims, fmt)
+    if t.physical_shape != tuple(blob.shape):
+        raise d.fail(ctx, f"a {t} weight is held as {list(t.physical_shape or ())}, its blob "
+                          f"is {list(blob.shape)}")
+    return t
+
+
+def _format(d: Doc, x: Any, ctx: str) -> str:
+    fmt = d.text(x, ctx)
+    if fmt not in formats.FORMATS:
+        raise d.fail(ctx, f"unknown format '{fmt[:40]}' (formats: {', '.join(formats.FORMATS)})")
+    return fmt
 
 
 def _weight(d: Doc, idx: Any, ctx: str, blobs: list[np.ndarray]) -> np.ndarray:
@@ -371,7 +410,8 @@ def _variant(d: Doc, v: Any, ctx: str, graph: Graph, registry: Registry) -> Vari
         if out.name in info and info[out.name].type != out.type:
             raise d.fail(f"{ctx}.outputs '{out.name}'", f"{out.type} differs from the tensor "
                                                          f"table's {info[out.name].type}")
-    vgraph = graph.replace(inputs=inputs, outputs=outputs, value_info=info)
+    vgraph = graph.replace(inputs=inputs, outputs=outputs,
+                           value_info={**graph.value_info, **info})  # + weights' formats
     try:
         verify_plan(vgraph, plan, registry)
     except GeError as e:
@@ -407,7 +447,7 @@ def _bound(d: Doc, v: dict[str, Any], key: str, ctx: str, declared: tuple[Value,
 
 
 def _fits(want: TensorType, have: TensorType, dims: dict[str, int]) -> bool:
-    if want.dtype != have.dtype:
+    if want.dtype != have.dtype or want.format != have.format:
         return False
     if want.shape is None:
         return True

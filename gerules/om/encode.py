@@ -25,6 +25,7 @@ from ..errors import ModelError
 from ..ir.attrs import AttrValue
 from ..ir.composite import AttrRef, CompositeOp
 from ..ir.dtypes import ONNX_CODES
+from ..ir.formats import ND
 from ..ir.graph import UNTYPED, Graph, Node, TensorType, Value
 from ..ir.weights import Weight, unique_arrays
 from .contents import OmContents, Variant
@@ -128,11 +129,20 @@ def encode_graph(graph: Graph, blobs: Blobs) -> dict[str, Any]:
         "inputs": [encode_value(v) for v in graph.inputs],
         "outputs": [encode_value(v) for v in graph.outputs],
         "initializers": [{"name": check_name(name, "initializer"),
-                          "weight": blobs.index[id(arr)]}
+                          "weight": blobs.index[id(arr)], **_held(graph, name)}
                          for name, arr in graph.initializers.items()],
         "nodes": [encode_node(n, blobs) for n in graph.nodes],
         "functions": [encode_function(f, blobs) for f in graph.functions],
     }
+
+
+def _held(graph: Graph, name: str) -> dict[str, Any]:
+    """A weight held in a blocked format: its format and logical shape (its blob is the
+    physical array)."""
+    declared = graph.value_info.get(name)
+    if declared is None or declared.type.format == ND:
+        return {}
+    return {"format": declared.type.format, "shape": list(declared.type.shape or ())}
 
 
 def encode_function(f: CompositeOp, blobs: Blobs) -> dict[str, Any]:
@@ -158,9 +168,23 @@ def encode_value(v: Value) -> dict[str, Any]:
 
 
 def encode_type(t: TensorType) -> dict[str, Any]:
+    """dtype and logical shape; a tensor held in a blocked format also its ``format`` and
+    ``physical`` shape (absent: ND, physical = logical)."""
     if t.dtype != UNTYPED:  # only subgraph signatures hold it; the reader checks that
         _check_dtype(t.dtype)
-    return {"dtype": t.dtype, "shape": None if t.shape is None else list(t.shape)}
+    out: dict[str, Any] = {"dtype": t.dtype, "shape": None if t.shape is None else list(t.shape)}
+    if t.format != ND:
+        out["format"] = t.format
+        out["physical"] = list(t.physical_shape or ())
+    return out
+
+
+def uses_formats(contents: OmContents) -> bool:
+    """True when a tensor of the model is held in a format other than ND."""
+    graphs = [v.graph for v in contents.variants] + [contents.graph]
+    return any(t.format != ND for g in graphs
+               for t in (*(v.type for v in g.value_info.values()),
+                         *(v.type for v in g.inputs), *(v.type for v in g.outputs)))
 
 
 def encode_node(node: Node, blobs: Blobs) -> dict[str, Any]:

@@ -31,6 +31,9 @@ MAGIC = b"\x89GEROM\r\n"
 HUAWEI_MAGIC = b"IMOD"  # 0x444F4D49 little-endian: a CANN atc .om file
 VERSION = (1, 0)  # what an ordinary model is written as
 PIPELINE_MINOR = 1  # 1.1: MODEL_DEF may hold "pipeline" (the stages of a pipelined model)
+# 1.2: tensors may be held in NPU data formats (a type's "format" and "physical" shape; a
+# weight's blob is its physical array). A 1.0 / 1.1 file has none: every tensor plain.
+FORMATS_MINOR = 2
 ALIGN = 64
 HEADER = struct.Struct("<8sHHIIIQ32s")
 ENTRY = struct.Struct("<IIQQ8x32s")

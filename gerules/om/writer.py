@@ -32,8 +32,18 @@ from ..errors import ModelError
 from ..fileio import atomic_open
 from ..ir.weights import byte_array, materialize, release
 from .contents import OmContents
-from .encode import Blobs, collect_blobs, encode
-from .format import ALIGN, PIPELINE_MINOR, VERSION, Kind, Section, header_size, pack_header, pad
+from .encode import Blobs, collect_blobs, encode, uses_formats
+from .format import (
+    ALIGN,
+    FORMATS_MINOR,
+    PIPELINE_MINOR,
+    VERSION,
+    Kind,
+    Section,
+    header_size,
+    pack_header,
+    pad,
+)
 
 
 def write_om(path: str | os.PathLike[str], contents: OmContents,
@@ -49,7 +59,15 @@ def write_om(path: str | os.PathLike[str], contents: OmContents,
     if report is not None:
         parts.append((Kind.REPORT, _json(dict(report), "REPORT")))
     with atomic_open(path) as f:
-        return _write(f.fileno(), parts, PIPELINE_MINOR if contents.pipeline else VERSION[1])
+        return _write(f.fileno(), parts, _minor(contents))
+
+
+def _minor(contents: OmContents) -> int:
+    """The oldest minor version that holds what ``contents`` uses (readers of an older one
+    would misread it)."""
+    if uses_formats(contents):
+        return FORMATS_MINOR
+    return PIPELINE_MINOR if contents.pipeline else VERSION[1]
 
 
 def _json(doc: Any, what: str) -> bytes:

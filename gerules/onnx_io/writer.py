@@ -9,6 +9,10 @@ Invariants:
   ``ir_version`` is the smallest one those opsets need.
 - Composite ops the graph carries are written as model-local functions (``functions``), so
   onnxruntime runs them.
+- ONNX types cannot say data formats (``ir.formats``): a weight held in a blocked format is
+  written as its plain values with a ``ge.TransData`` node to its format, an input held in
+  one (NHWC) as its physical dims read through a Transpose and a TransData back
+  (``plain_boundaries``), so the file reads back as a graph that computes the same.
 - A graph input with an initializer is written as both (an input with a default).
 - A subgraph attribute is written as a GraphProto that reads the enclosing values by the names
   they have now: the node's captured inputs (``ir.graph.captures``) are dropped from its
@@ -35,9 +39,9 @@ from onnx import helper
 
 from ..errors import GeError
 from ..fileio import atomic_write, check_output_path
-from ..ir import dtypes
-from ..ir.attrs import AttrValue
-from ..ir.graph import UNTYPED, Graph, Node, Value, captures
+from ..ir import dtypes, formats
+from ..ir.attrs import Attrs, AttrValue
+from ..ir.graph import UNTYPED, Graph, Node, TensorType, Value, captures
 from ..ir.infer import schema_for
 from ..ir.registry import MAX_OPSET, AttrKind, Registry, default_registry
 from ..ir.weights import materialize
@@ -53,6 +57,7 @@ ALIGNMENT = 64
 def to_model_proto(graph: Graph, registry: Registry | None = None) -> onnx.ModelProto:
     """The ONNX model of ``graph`` (weights inline as ``raw_data``)."""
     registry = registry or default_registry()
+    graph = plain_boundaries(graph)
     opset = _opset(graph)
     g = _graph_proto(graph, registry, opset)
     imports = [helper.make_opsetid(d, v) for d, v in sorted(opset.items())]
@@ -64,6 +69,44 @@ def to_model_proto(graph: Graph, registry: Registry | None = None) -> onnx.Model
         model.domain = graph.metadata["onnx.domain"]
     _metadata(model, graph.metadata)
     return model
+
+
+def plain_boundaries(graph: Graph) -> Graph:
+    """``graph`` with its formatted weights and inputs stated in plain types (see the module
+    docstring); the same graph when it holds none."""
+    held = graph.held_weights()
+    formatted = [v for v in graph.inputs if v.type.format != formats.ND]
+    if not held and not formatted:
+        return graph
+    nodes: list[Node] = []
+    inits = dict(graph.initializers)
+    for name, v in held.items():
+        t = v.type
+        plain = f"{name}/plain"
+        shape = tuple(int(d) for d in t.shape or ())
+        inits[plain] = np.ascontiguousarray(formats.from_format(inits.pop(name), t.format, shape))
+        nodes.append(_transfer(plain, name, formats.name(formats.ND, t.rank), t.format_name))
+    renamed: dict[str, str] = {}
+    inputs = []
+    for v in graph.inputs:
+        if v.type.format != formats.NHWC:
+            inputs.append(v)
+            continue
+        renamed[v.name] = f"{v.name}/held"
+        inputs.append(Value(v.name, TensorType(v.dtype, v.type.physical_shape)))
+        nodes += [Node("Transpose", (v.name,), (f"{v.name}/nchw",), Attrs({"perm": (0, 3, 1, 2)}),
+                       name=f"Transpose/{v.name}"),
+                  _transfer(f"{v.name}/nchw", renamed[v.name], "NCHW", formats.NHWC)]
+    body = tuple(n.with_(inputs=tuple(renamed.get(i, i) for i in n.inputs))
+                 for n in graph.nodes)
+    return graph.replace(nodes=(*nodes, *body), inputs=tuple(inputs), initializers=inits,
+                         value_info={k: v for k, v in graph.value_info.items() if k not in held},
+                         opset={**graph.opset, "ge": graph.opset.get("ge", 1)})
+
+
+def _transfer(source: str, target: str, src: str, dst: str) -> Node:
+    return Node("TransData", (source,), (target,), Attrs({"src_format": src, "dst_format": dst}),
+                name=f"TransData/{target}", domain="ge")
 
 
 def _graph_proto(graph: Graph, registry: Registry, opset: Mapping[str, int],

@@ -20,7 +20,17 @@ from ..cost.model import NpuCostModel
 from ..engine import EGraph, ENode
 from ..ir.graph import TensorType
 from ..ir.registry import OpSchema
-from ..terms.terms import ABSENT, CONST, INPUT, OUTPUTS_ATTR, PROJ, SHAPE, TermContext, TupleType
+from ..terms.terms import (
+    ABSENT,
+    CONST,
+    INPUT,
+    OUTPUTS_ATTR,
+    PROJ,
+    SHAPE,
+    VALUE,
+    TermContext,
+    TupleType,
+)
 
 CONST_BYTE_COST = 1e-9  # microseconds per weight byte: a tie-break, far below any launch
 
@@ -43,7 +53,8 @@ class ExtractionCost:
         self.ctx = ctx
         self.model = model
         self.allowed = allowed
-        self._memo: dict[tuple[ENode, object, tuple[object, ...]], float] = {}
+        self._memo: dict[tuple[ENode, object, tuple[object, ...], tuple[bool, ...]],
+                         float] = {}
 
     def __call__(self, egraph: EGraph, cid: int, enode: ENode) -> float:
         op = enode.op
@@ -55,14 +66,16 @@ class ExtractionCost:
             return math.inf
         out = egraph.data(cid, SHAPE)
         kids = tuple(egraph.data(c, SHAPE) for c in enode.children)
-        key = (enode, out, kids)
+        constant = tuple(egraph.data(c, VALUE) is not None for c in enode.children)
+        key = (enode, out, kids, constant)
         found = self._memo.get(key)
         if found is None:
-            found = self._estimate(enode, out, kids)
+            found = self._estimate(enode, out, kids, constant)
             self._memo[key] = found
         return found
 
-    def _estimate(self, enode: ENode, out: object, kids: tuple[object, ...]) -> float:
+    def _estimate(self, enode: ENode, out: object, kids: tuple[object, ...],
+                  constant: tuple[bool, ...]) -> float:
         if isinstance(out, TupleType):
             outs = [t for t in out.items if t is not None]
         elif isinstance(out, TensorType):
@@ -71,5 +84,7 @@ class ExtractionCost:
             return math.inf
         schema = self.ctx.schema(enode.op)
         ins = [k if isinstance(k, TensorType) else None for k in kids]
+        if not self.model.allowed(ins, outs):
+            return math.inf  # the small-channel formats without --enable_small_channel
         n = int(enode.get(OUTPUTS_ATTR, 1))
-        return self.model.estimate(schema, ins, outs, self.ctx.call(enode, n)).us
+        return self.model.estimate(schema, ins, outs, self.ctx.call(enode, n), constant).us

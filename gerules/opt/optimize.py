@@ -47,11 +47,13 @@ from ..terms.lower import Lowered, lower
 from ..terms.raise_graph import raise_graph
 from ..terms.terms import TermContext
 from .costs import ExtractionCost, any_op, onnx_only
-from .provenance import Fusion, applied, fusions, kept
+from .provenance import Fusion, applied, composed, fusions, kept
 
 log = logging.getLogger(__name__)
 
 LEVELS = ("O0", "O1", "O2", "O3")
+LAYOUT_RULESETS = frozenset({"layout", "layout_motion"})  # rules/layout.ger
+LAYOUT_SCHEDULE = "LAYOUT"  # rules/pipeline.ger: run on the graph a level's schedule gave
 TARGETS = ("npu", "onnx")
 
 
@@ -80,6 +82,10 @@ class OptimizeOptions:
     rules: tuple[str, ...] = ()  # the user's rule files and folders, added to the shipped
     limits: Limits | None = None  # None: the level's
     extraction: str | None = None  # None: the level's ("greedy", "ilp", "tree")
+    # data layout (rules/layout.ger's LAYOUT_RULESETS: TransData around cube ops, moved and
+    # cancelled): on for a .om, off for an ONNX file (no format can be written there)
+    layout: bool = False
+    small_channel: bool = False  # atc's --enable_small_channel: the C0=4 first conv allowed
 
     def check(self) -> None:
         if self.opt_level not in LEVELS:
@@ -118,6 +124,7 @@ class OptimizeReport:
     extraction: dict[str, Any] = field(default_factory=dict)
     disabled: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    layout_saturation: dict[str, Any] = field(default_factory=dict)  # the layout e-graph's
 
     def rejected(self) -> dict[str, dict[str, int]]:
         """Rule -> guard reason -> count: matched but not applied."""
@@ -134,7 +141,9 @@ class OptimizeReport:
             "rules": self.rules, "fusions": [f.to_json() for f in self.fusions],
             "saturation": {"stop_reason": self.stop_reason, "iterations": self.iterations,
                            "egraph_nodes": self.egraph_nodes,
-                           "egraph_classes": self.egraph_classes, "limits": self.limits},
+                           "egraph_classes": self.egraph_classes, "limits": self.limits,
+                           **({"layout": self.layout_saturation}
+                              if self.layout_saturation else {})},
             "extraction": self.extraction, "disabled": self.disabled,
             "warnings": self.warnings,
         }
@@ -193,7 +202,9 @@ def optimize(graph: Graph, options: OptimizeOptions | None = None,
     phases: dict[str, float] = {}
     clock = time.perf_counter()
     graph = verify(graph, registry)
-    model = NpuCostModel(profile_for(options.soc_version, options.aicore_num), registry)
+    layout = options.layout and options.target == "npu"
+    model = NpuCostModel(profile_for(options.soc_version, options.aicore_num), registry,
+                         small_channel=options.small_channel, layout=layout)
     before = model.graph(graph)
     phases["verify"] = time.perf_counter() - clock
     report = OptimizeReport(options.opt_level, options.target, model.profile.name,
@@ -220,12 +231,15 @@ def optimize(graph: Graph, options: OptimizeOptions | None = None,
 
 def _saturate_and_extract(graph: Graph, options: OptimizeOptions, registry: Registry,
                           model: NpuCostModel, report: OptimizeReport) -> Graph:
-    phases = report.phases
+    """The level's schedule, extracted under the cost model without the layout charges;
+    then, for the NPU layout, the ``LAYOUT`` schedule on the graph that gave (GE's order:
+    fusion, then formats), extracted under the full model, so transfers are placed on the
+    graph that runs, never on the alternatives the first e-graph keeps beside it."""
     clock = time.perf_counter()
     library = rule_library(options.rules, registry)
     report.warnings += library.notes
     disabled = _expand_all(library, options.disabled, options.enabled)
-    schedule, known = _schedule(library, options.opt_level, disabled)
+    schedule, known = _schedule(library, options.opt_level, disabled | LAYOUT_RULESETS)
     unknown = sorted((options.disabled | options.enabled) - known - {"ALL"})
     if unknown:
         report.warnings.append(f"unknown rule or ruleset names switched off: "
@@ -233,21 +247,43 @@ def _saturate_and_extract(graph: Graph, options: OptimizeOptions, registry: Regi
                                f"{', '.join(sorted(library.rulesets))} and rule names; see "
                                "'ge-rewrite rules list')")
     report.disabled = sorted(options.disabled & (known | {"ALL"}))
-    phases["rules"] = time.perf_counter() - clock
+    report.phases["rules"] = time.perf_counter() - clock
+    plain = NpuCostModel(model.profile, model.registry, small_channel=model.small_channel,
+                         layout=False)
+    result = _phase(graph, library, schedule, plain, options, disabled, report)
+    steps = _filter(library.schedules.get(LAYOUT_SCHEDULE, Seq()), disabled, library)
+    if not model.layout or not _patterns(steps):  # off, or every layout rule switched off
+        return result
+    first = (report.rules, report.fusions, dict(report.phases))
+    report.rules, report.fusions = {}, []
+    final = _phase(result, library, steps, model, options, disabled, report, "layout ")
+    report.phases = {**first[2], **{k: v for k, v in report.phases.items() if k not in first[2]}}
+    report.rules = {**first[0], **{k: v for k, v in report.rules.items() if k not in first[0]}}
+    report.fusions = composed(first[1], report.fusions, final)
+    return final
+
+
+def _phase(graph: Graph, library: CompiledRules, schedule: Step, model: NpuCostModel,
+           options: OptimizeOptions, disabled: frozenset[str], report: OptimizeReport,
+           prefix: str = "") -> Graph:
+    """One e-graph: lower ``graph``, run ``schedule``, extract under ``model``, raise; the
+    report gets its rule statistics, fusions, saturation figures (``prefix``ed phase
+    times)."""
+    phases = report.phases
     clock = time.perf_counter()
     fold = "fold" not in disabled
     ctx = TermContext(with_functions(library.registry, graph), graph.opset,
                       {v.name: v.type for v in graph.inputs}, fold=fold)
     low = lower(graph, ctx)
-    phases["lower"] = time.perf_counter() - clock
+    phases[prefix + "lower"] = time.perf_counter() - clock
     level = LEVEL_SETTINGS[options.opt_level]
     limits = options.limits or level.limits
     run = _run(low, schedule, limits)
-    phases["saturate"] = run.seconds
-    _record_run(report, run, limits, low.egraph.find)
+    phases[prefix + "saturate"] = run.seconds
+    _record_run(report, run, limits, low.egraph.find, prefix)
     clock = time.perf_counter()
     ext = _extract(low, model, options, level)
-    phases["extract"] = time.perf_counter() - clock
+    phases[prefix + "extract"] = time.perf_counter() - clock
     clock = time.perf_counter()
     result = raise_graph(graph, low, ext)
     source = source_rules(library)
@@ -263,7 +299,7 @@ def _saturate_and_extract(graph: Graph, options: OptimizeOptions, registry: Regi
                   sum(stats["rejected"].values()), run.rules[name].search_seconds,
                   run.rules[name].apply_seconds)
     report.rules = per_rule(report.rules, source)
-    phases["raise"] = time.perf_counter() - clock
+    phases[prefix + "raise"] = time.perf_counter() - clock
     return result
 
 
@@ -287,10 +323,15 @@ def _run(low: Lowered, schedule: Step, limits: Limits) -> Report:
 
 
 def _record_run(report: OptimizeReport, run: Report, limits: Limits,
-                find: Callable[[int], int]) -> None:
-    report.stop_reason = run.stop_reason.value
-    report.iterations = len(run.iterations)
-    report.egraph_nodes, report.egraph_classes = run.nodes, run.classes
+                find: Callable[[int], int], prefix: str = "") -> None:
+    if prefix:  # the layout e-graph: its own saturation figures
+        report.layout_saturation = {"stop_reason": run.stop_reason.value,
+                                    "iterations": len(run.iterations),
+                                    "egraph_nodes": run.nodes, "egraph_classes": run.classes}
+    else:
+        report.stop_reason = run.stop_reason.value
+        report.iterations = len(run.iterations)
+        report.egraph_nodes, report.egraph_classes = run.nodes, run.classes
     report.limits = {"iterations": limits.iterations, "nodes": limits.nodes,
                      "seconds": limits.seconds}
     report.rules = {name: {"matches": len({find(r) for r in s.roots}), "applied": s.applied,

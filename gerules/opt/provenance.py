@@ -4,7 +4,9 @@ Invariants:
 - A *fusion* is a node of the optimized graph that was not in the source graph and that some
   rule created; ``replaced`` lists the source nodes that computed, between the new node's inputs
   and its output, tensors the optimized graph no longer computes (so an unchanged neighbour is
-  never listed).
+  never listed). A TransData node is no fusion (the layout figures count them) and is
+  transparent here: a node computing in a blocked format replaced what computed the same
+  values in the plain one.
 - ``applied`` and ``kept`` count places (distinct e-classes at the end of the run, so a
   match found again in a later iteration counts once): where a rule changed the e-graph, and
   where the extracted graph shows its work (a rule may apply and still lose at extraction:
@@ -23,6 +25,8 @@ from ..engine import Application, ENode, Extraction, Pattern, POp, Var
 from ..ir.graph import Graph, Node
 from ..terms.lower import Lowered
 from ..terms.terms import LEAVES, PROJ
+
+TRANSDATA = "ge.TransData"
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +83,9 @@ def fusions(source: Graph, low: Lowered, ext: Extraction, result: Graph,
     made_by = creators(low, applications)
     original = {eg.canonical(e) for _, e, _ in low.node_enodes}
     computed = {cid for cid, n in ext.choices.items() if n.op not in LEAVES}
-    by_output = {o: n for n in result.nodes for o in n.outputs}
+    emitted = [c for c in ext.order if ext.choices[c].op not in LEAVES
+               and ext.choices[c].op != PROJ]
+    node_of = dict(zip(emitted, result.nodes, strict=False))  # raise_graph's order
     projections: dict[int, set[int]] = {}
     for cid, n in ext.choices.items():
         if n.op == PROJ:
@@ -87,26 +93,55 @@ def fusions(source: Graph, low: Lowered, ext: Extraction, result: Graph,
     out: list[Fusion] = []
     for cid in ext.order:
         enode = ext.choices[cid]
-        if enode.op in LEAVES or enode.op == PROJ or enode in original:
+        if enode.op in LEAVES or enode.op in (PROJ, TRANSDATA) or enode in original:
             continue
         app = made_by.get(enode)
         if app is None:
             continue
-        inputs = {eg.find(c) for c in enode.children}
-        roots = projections.get(cid, {cid})  # a tuple node's values are its projections
+        inputs = _twins(eg, {eg.find(c) for c in enode.children})
+        roots = _twins(eg, projections.get(cid, {cid}))  # a tuple's values: its projections
         replaced = _cone(low, roots, inputs, computed)
-        node = _result_node(low, roots, by_output)
+        node = node_of.get(cid)
         chain = tuple(dict.fromkeys(rule_of(r) for r in _chain(low, app, made_by)))
         out.append(Fusion(rule_of(app.rule), node.name if node else "?", enode.op, replaced,
                           chain))
     return out
 
 
-def _result_node(low: Lowered, roots: set[int], by_output: dict[str, Node]) -> Node | None:
-    for name, c in low.tensors.items():
-        if low.egraph.find(c) in roots and name in by_output:
-            return by_output[name]
-    return None
+def composed(first: list[Fusion], second: list[Fusion], result: Graph) -> list[Fusion]:
+    """The fusions of two optimizations in a row, against the first one's source: a node of
+    the second that replaced a fusion of the first replaced what that fusion replaced (its
+    chain starts with that fusion's); fusions of the first whose node no longer exists are
+    inside a later one."""
+    by_node = {f.node: f for f in first}
+    names = {n.name for n in result.nodes}
+    out = [f for f in first if f.node in names and all(f.node not in {n for n, _ in g.replaced}
+                                                     for g in second)]
+    for f in second:
+        replaced: list[tuple[str, str]] = []
+        chain: list[str] = []
+        for name, op in f.replaced:
+            earlier = by_node.get(name)
+            replaced += earlier.replaced if earlier is not None else [(name, op)]
+            chain += earlier.chain if earlier is not None else []
+        out.append(Fusion(f.rule, f.node, f.op, tuple(dict.fromkeys(replaced)),
+                          tuple(dict.fromkeys([*chain, *f.chain]))))
+    return out
+
+
+def _twins(eg: Any, classes: set[int]) -> set[int]:
+    """``classes`` and every class holding the same values in another format: reached along
+    TransData e-nodes either way."""
+    out, stack = set(classes), list(classes)
+    while stack:
+        c = stack.pop()
+        near = [eg.find(n.children[0]) for n in eg.nodes(c) if n.op == TRANSDATA]
+        near += [eg.find(p) for n, p in eg.parents(c) if n.op == TRANSDATA]
+        for t in near:
+            if t not in out:
+                out.add(t)
+                stack.append(t)
+    return out
 
 
 def _cone(low: Lowered, roots: set[int], stop: set[int], computed: set[int]

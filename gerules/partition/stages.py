@@ -31,7 +31,7 @@ def stage_graph(graph: Graph, stage: StageInfo) -> Graph:
         return Value(name, t)
 
     made = {o for node in nodes for o in node.outputs}
-    info = {o: graph.value_info[o] for o in made if o in graph.value_info}
+    info = {o: graph.value_info[o] for o in made | set(inits) if o in graph.value_info}
     return Graph(nodes, tuple(typed(n) for n in stage.inputs),
                  tuple(typed(n) for n in stage.outputs), inits, info,
                  name=f"{graph.name}.stage{stage.index}", opset=graph.opset,

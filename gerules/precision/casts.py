@@ -35,7 +35,8 @@ import numpy as np
 from ..errors import GeError
 from ..ir.attrs import Attrs
 from ..ir.dtypes import ONNX_CODES
-from ..ir.graph import Graph, Node, TensorType
+from ..ir.formats import PADDED, c0
+from ..ir.graph import Graph, Node, TensorType, Value
 from ..ir.infer import infer_node, schema_for
 from ..ir.registry import Registry
 from ..ir.verify import verify
@@ -98,6 +99,8 @@ class _Rewriter:
         self.alias: dict[tuple[str, str], str] = {}
         self.int_derived: set[str] = set()
         self.inits = dict(graph.initializers)
+        # weights held in a blocked format (their arrays are physical): their types
+        self.held = graph.held_weights()
         self.nodes: list[Node] = []
         self.taken = set(self.orig) | {n.name for n in graph.nodes}
         self.outputs = {v.name: v.dtype for v in graph.outputs}
@@ -116,7 +119,8 @@ class _Rewriter:
             self.visit(node)
         used = {i for n in self.nodes for i in n.inputs} | set(self.outputs)
         inits = {k: v for k, v in self.inits.items() if k in used}
-        return self.graph.replace(nodes=tuple(self.nodes), initializers=inits, value_info={})
+        held = {k: v for k, v in self.held.items() if k in inits}
+        return self.graph.replace(nodes=tuple(self.nodes), initializers=inits, value_info=held)
 
     # ------------------------------------------------------------------ decisions
 
@@ -199,7 +203,10 @@ class _Rewriter:
         t = self.graph.type_of(name) if name else None
         if t is None:
             return None
-        return TensorType(dtype or self.cur.get(name, t.dtype), t.shape)
+        dtype = dtype or self.cur.get(name, t.dtype)
+        if t.format in PADDED and c0(dtype) != c0(t.dtype):
+            return None  # another block size: a blocked tensor keeps its element size class
+        return TensorType(dtype, t.shape, t.format)
 
     def version(self, name: str, dtype: str) -> str:
         """``name`` as a tensor of ``dtype``: itself, a converted weight or a (shared) Cast."""
@@ -224,6 +231,7 @@ class _Rewriter:
             self.inits[new] = np.broadcast_to(np.zeros((), dtype), held.shape)
             self.report.sources[new] = held
             self.report.weights += 1
+            self.hold(name, new, dtype)
             return
         old = materialize(held)
         with np.errstate(over="ignore"):  # overflowing values are replaced just below
@@ -236,9 +244,17 @@ class _Rewriter:
                 arr = np.clip(old, -top, top).astype(dtype)
         arr.setflags(write=False)  # ours alone: the Graph keeps it without copying
         self.inits[new] = arr
+        self.hold(name, new, dtype)
         before, after = self.report.weight_bytes
         self.report.weight_bytes = (before + old.nbytes, after + arr.nbytes)
         self.report.weights += 1
+
+    def hold(self, name: str, new: str, dtype: str) -> None:
+        """A converted weight keeps the format its source is held in (a float16 FRACTAL_Z
+        weight from a float32 one: the same physical shape, the block size is the same)."""
+        if name in self.held:
+            t = self.held[name].type
+            self.held[new] = Value(new, TensorType(dtype, t.shape, t.format))
 
     def emit(self, source: Node, node: Node, types: list[TensorType] | None = None) -> None:
         """Append ``node``; a graph output computed in another dtype is cast back to it."""

@@ -6,8 +6,9 @@ Invariants:
 - Every string that came from the model or the command line (node, tensor, op and rule names,
   guard reasons, paths) is escaped; the page loads nothing from the network and runs no script.
 - The page is well-formed XML (polyglot XHTML: every element closed, attributes quoted), so it
-  can be checked with an XML parser; sections have stable ids (``SECTIONS``: ``ops``, ``fusions``,
-  ``rejected``, ``latency``, ``precision``, ``memory``, ``saturation``, ``phases``).
+  can be checked with an XML parser; sections have stable ids (``SECTIONS``: ``summary``,
+  ``ops``, ``latency``, ``fusions``, ``rejected``, ``precision``, ``graph``, ``nodes``,
+  ``memory``, ``layout``, ``pipeline``, ``saturation``, ``phases``).
 - Every cost figure is labelled as an estimate; the precision error is labelled as measured.
 """
 
@@ -32,8 +33,7 @@ from .svg import (
 )
 
 SECTIONS = ("summary", "ops", "latency", "fusions", "rejected", "precision", "graph", "nodes",
-            "memory", "pipeline",
-            "saturation", "phases")
+            "memory", "layout", "pipeline", "saturation", "phases")
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d2733;
@@ -304,6 +304,38 @@ def memory(r: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
+def data_formats(r: Mapping[str, Any]) -> str:
+    """The data formats of the graph written: the TransData nodes before and after they were
+    moved and cancelled, the formats held, the padding bytes, the transfer time, and every
+    tensor's format."""
+    lay = figures.of_report(r).get("layout")
+    line = figures.layout_line(figures.of_report(r))
+    if not isinstance(lay, Mapping) or line is None:
+        return '<p class="muted">No layout figures (an ONNX target, or an older report).</p>'
+    td, pad = lay["transdata"], lay["padding_bytes"]
+    rows = [("TransData, a pair around every cube op (the naive layout)", td["naive"]),
+            ("TransData left after moving and cancelling them", td["final"]),
+            ("transfers plain cube ops still imply", td["implied"]),
+            ("padding bytes of activations", Raw(esc(mib(pad["activations"])))),
+            ("padding bytes of weights", Raw(esc(mib(pad["weights"])))),
+            ("estimated time in format transfers (\u00b5s)", lay["transfer_us"])]
+    held = lay["by_format"]
+    kinds = sorted(set(held["activations"]) | set(held["weights"]))
+    counts = [(fmt, held["activations"].get(fmt, 0), held["weights"].get(fmt, 0))
+              for fmt in kinds]
+    tensors = sorted(lay.get("tensors", {}).items())
+    cells = "".join(f"<tr><td><code>{esc(k)}</code></td><td>{esc(v)}</td></tr>"
+                    for k, v in tensors)
+    return (_table(["", ""], rows, numeric=(1,))
+            + _table(["format", "activations", "weights"], counts, numeric=(1, 2))
+            + f"<details><summary>every tensor's format ({len(tensors)})</summary><table>"
+              "<thead><tr><th>tensor</th><th>format</th></tr></thead>"
+              f"<tbody>{cells}</tbody></table></details>"
+            + '<p class="muted">NC1HWC0 holds an activation in blocks of C0 channels, FRACTAL_Z '
+              "a convolution's weight and FRACTAL_NZ a matmul's operands in the cube's 16 x C0 "
+              "fractals; the padding those blocks add is what the padding rows count.</p>")
+
+
 DRAW_LIMIT = 120  # nodes drawn one by one; larger graphs are drawn by block
 
 
@@ -442,6 +474,12 @@ def saturation(r: Mapping[str, Any]) -> str:
             ("extraction", ", ".join(f"{k}: {v}" for k, v in opt.get("extraction", {}).items())
              or ("ILP" if opt.get("opt_level") == "O3" else "greedy, DAG-aware")),
             ("switched off", ", ".join(opt.get("disabled", [])) or "nothing")]
+    lay = sat.get("layout")
+    if lay:  # the NPU data layout's own e-graph, built from the graph the first one gave
+        rows.append(("layout e-graph", f"{lay.get('stop_reason')} after "
+                                       f"{lay.get('iterations')} iterations, "
+                                       f"{lay.get('egraph_nodes')} e-nodes, "
+                                       f"{lay.get('egraph_classes')} e-classes"))
     warnings = "".join(f'<p class="warn">warning: {esc(w)}</p>' for w in opt.get("warnings", []))
     return _table(["", "value"], rows) + warnings
 
@@ -467,6 +505,7 @@ def render(r: Mapping[str, Any]) -> str:
             _section("graph", "The graph before and after", graph(r)),
             _section("nodes", "Nodes and their estimated cost", node_tables(r), EST),
             _section("memory", "Memory", memory(r)),
+            _section("layout", "Data layout (formats and TransData)", data_formats(r), EST),
             _section("pipeline", "Pipeline stages", pipeline(r)),
             _section("saturation", "Saturation: limits and stop reason", saturation(r)),
             _section("phases", "Time per phase", phases(r)),

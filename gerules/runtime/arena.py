@@ -35,7 +35,7 @@ from ..ir.infer import schema_for
 from ..ir.registry import Call, KernelOutFn, OpSchema, Registry
 from ..memory.plan import MemoryPlan
 from ..memory.timeline import stream_preds
-from .executor import kernel_errors, run_step
+from .executor import input_types, kernel_errors, run_step
 from .guard import predict, value_shaped
 
 BASE_ALIGN = 64
@@ -82,7 +82,8 @@ class Program:
         node = graph.nodes[k]
         schema = schema_for(node, graph, registry)
         try:
-            call = schema.call(node.attrs, len(node.outputs), node.label)
+            call = schema.call(node.attrs, len(node.outputs), node.label,
+                               input_types(node, graph))
         except GeError as e:
             raise e.with_place(node=node.label, op=node.qualified_op) from None
         mine = self.plan.streams[pos]
@@ -93,7 +94,7 @@ class Program:
     def _slot(graph: Graph, name: str, offset: int) -> Slot:
         t = graph.type_of(name)
         assert t is not None and t.shape is not None, f"no static type for {name}"
-        shape = tuple(int(d) for d in t.shape)
+        shape = tuple(int(d) for d in t.physical_shape or ())  # the arena holds the layout
         return Slot(offset, to_numpy(t.dtype), shape, int(t.nbytes() or 0))
 
 
@@ -168,7 +169,7 @@ def _check_planned(step: Step, args: Sequence[np.ndarray | None],
     for name, t in zip(node.outputs, predict(node, step.schema, step.call, args) or (),
                        strict=False):
         dst = views.get(name)
-        if dst is not None and t.is_static and tuple(t.shape or ()) != dst.shape:
+        if dst is not None and t.is_static and tuple(t.physical_shape or ()) != dst.shape:
             raise KernelError(f"the input values give {t}, the plan expects "
                               f"{dst.dtype.name}{list(dst.shape)}", node=node.label,
                               op=node.qualified_op, tensor=name)

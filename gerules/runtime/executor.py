@@ -59,7 +59,8 @@ class Executor:
         for k, node in enumerate(graph.nodes):
             schema = schema_for(node, graph, registry)
             try:
-                call = schema.call(node.attrs, len(node.outputs), node.label)
+                call = schema.call(node.attrs, len(node.outputs), node.label,
+                                   input_types(node, graph))
             except GeError as e:
                 raise e.with_place(node=node.label, op=node.qualified_op)
             free = tuple(n for n in dict.fromkeys(node.present_inputs())
@@ -94,6 +95,12 @@ class Executor:
             need = output_bytes(predicted)
         self.budgets.check("live_bytes", live + need, "running the node",
                            node=node.label, op=node.qualified_op)
+
+
+def input_types(node: Node, graph: Graph) -> tuple[TensorType | None, ...]:
+    """The types of a node's operands, for its ``Call`` (kernels of ops that run on blocked
+    formats read them)."""
+    return tuple(graph.type_of(i) if i else None for i in node.inputs)
 
 
 @contextmanager
@@ -165,13 +172,16 @@ def check_feeds(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.n
 def _check_one(v: Value, arr: np.ndarray, bound: dict[str, int]) -> None:
     if arr.dtype.name != v.dtype:
         raise ModelError(f"expects {v.dtype}, got {arr.dtype.name}", tensor=v.name)
-    if v.shape is None:
+    shape = v.type.physical_shape  # a formatted input (NHWC) is fed in its layout
+    if shape is None:
         return
-    if arr.ndim != len(v.shape):
-        raise ModelError(f"expects shape {v.type}, got {list(arr.shape)}", tensor=v.name)
-    for want, got in zip(v.shape, arr.shape, strict=True):
+    if arr.ndim != len(shape):
+        raise ModelError(f"expects shape {v.type.held_str()}, got {list(arr.shape)}",
+                         tensor=v.name)
+    for want, got in zip(shape, arr.shape, strict=True):
         if isinstance(want, int) and want != got:
-            raise ModelError(f"expects shape {v.type}, got {list(arr.shape)}", tensor=v.name)
+            raise ModelError(f"expects shape {v.type.held_str()}, got {list(arr.shape)}",
+                             tensor=v.name)
         if isinstance(want, str):
             if bound.setdefault(want, got) != got:
                 raise ModelError(f"dim '{want}' is {bound[want]} elsewhere but {got} here",

@@ -39,6 +39,9 @@ def predict(node: Node, schema: OpSchema, call: Call, args: Sequence[np.ndarray 
     """The output types ``schema`` infers for these actual inputs."""
     types = [None if a is None else TensorType(a.dtype.name, tuple(int(d) for d in a.shape))
              for a in args]
+    for k, t in enumerate(call.types[:len(types)]):
+        if t is not None and t.format != "ND":  # a physical array: its type says how to read it
+            types[k] = t
     consts = [a if a is not None and a.size <= CONST_ELEMENTS else None for a in args]
     try:
         return list(schema.infer(types, consts, call))

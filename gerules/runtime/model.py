@@ -34,6 +34,7 @@ import numpy as np
 
 from ..budgets import DEFAULT, Budgets
 from ..errors import GeError, ModelError, UsageError
+from ..ir import formats
 from ..ir.dims import bind_dims, symbol_sizes
 from ..ir.graph import Dim, Graph, TensorType, Value
 from ..ir.registry import Registry, default_registry
@@ -51,15 +52,18 @@ MAX_IN_FLIGHT = 64  # run_async runs executing at once, at most
 
 @dataclass(frozen=True, slots=True)
 class TensorDesc:
-    """An input or output as acl's model description gives it (symbolic dims stay names)."""
+    """An input or output as acl's model description gives it (symbolic dims stay names):
+    the shape an array fed or returned has, in its ``format`` (``NHWC``: fed channel-last,
+    ``--input_format``; ``ND``, plain, otherwise)."""
 
     name: str
     shape: tuple[Dim, ...] | None
     dtype: str
+    format: str = "ND"
 
     @staticmethod
     def of(v: Value) -> TensorDesc:
-        return TensorDesc(v.name, v.shape, v.dtype)
+        return TensorDesc(v.name, v.type.physical_shape, v.dtype, v.type.format)
 
     @property
     def nbytes(self) -> int | None:
@@ -215,16 +219,31 @@ class Model:
         if len(self.variants) == 1 and not self.variants[0].ranges:
             return 0, None
         for i, v in enumerate(self.variants):
-            if not v.ranges and all(shapes.get(x.name) == x.shape for x in v.graph.inputs
+            if not v.ranges and all(shapes.get(x.name) == x.type.physical_shape
+                                    for x in v.graph.inputs
                                     if x.name in shapes or x.name not in v.graph.initializers):
                 return i, None
-        sizes = symbol_sizes(self.graph.inputs, shapes)
+        sizes = symbol_sizes(self.graph.inputs, logical_shapes(self.graph.inputs, shapes))
         for i, v in enumerate(self.variants):
             if v.takes(sizes):
                 return i, {s: sizes[s] for s in v.ranges}
         compiled = "; ".join(v.name if v.ranges else f"{v.name}: " + ", ".join(
             f"{x.name}{list(x.shape or ())}" for x in v.graph.inputs) for v in self.variants)
         raise ModelError(f"no compiled variant takes these input shapes ({compiled})")
+
+
+def logical_shapes(inputs: tuple[Value, ...], shapes: Mapping[str, tuple[int, ...]]
+                   ) -> dict[str, tuple[int, ...]]:
+    """Feeds' shapes in their inputs' logical dims (an input held in a format is fed in its
+    physical layout: NHWC's [N, H, W, C] is [N, C, H, W] here)."""
+    out = dict(shapes)
+    for v in inputs:
+        if v.name in shapes and v.type.format != formats.ND and v.shape is not None:
+            try:
+                out[v.name] = formats.bind(v.shape, v.dtype, v.type.format, shapes[v.name])
+            except GeError:
+                pass  # check_feeds names the mismatch
+    return out
 
 
 def run_in_arena(pool: ArenaPool, weights: Mapping[str, np.ndarray], feeds: Mapping[str, Any],

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from ..engine import EGraph, ENode
 from ..errors import GeError
 from ..ir.graph import Graph, Node
+from ..ir.infer import initializer_type
 from .tensor import ConstTensor
 from .terms import ABSENT, CONST, INPUT, OUTPUTS_ATTR, PROJ, TermContext, const_node
 
@@ -51,7 +52,7 @@ def lower(graph: Graph, ctx: TermContext | None = None, *, explanations: bool = 
     for name, array in graph.initializers.items():
         if name in low.tensors:
             continue  # a graph input with a default: the input wins
-        node = const_node(array)
+        node = const_node(array, initializer_type(graph, name, array))
         low.const_names.setdefault(node.get("value"), name)
         low.tensors[name] = egraph.add(node)
     used = _used_outputs(graph)

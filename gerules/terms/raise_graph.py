@@ -23,9 +23,10 @@ import numpy as np
 from ..engine import ENode, Extraction
 from ..ir.attrs import Attrs
 from ..ir.composite import with_uses
+from ..ir.formats import ND
 from ..ir.graph import Graph, Node, Value
 from .lower import Lowered
-from .terms import ABSENT, CONST, INPUT, OUTPUTS_ATTR, PROJ, ir_attr, split_op
+from .terms import ABSENT, CONST, INPUT, OUTPUTS_ATTR, PROJ, const_type, ir_attr, split_op
 
 
 @dataclass
@@ -65,6 +66,7 @@ def raise_graph(source: Graph, low: Lowered, ext: Extraction) -> Graph:
                  if n not in taken or out_names.get(c) == n}
     nodes: list[Node] = []
     inits: dict[str, np.ndarray] = {}
+    held: dict[str, Value] = {}  # weights held in a blocked format: their logical types
     proj_index = {}
     for cid in ext.order:
         enode = ext.choices[cid]
@@ -84,6 +86,9 @@ def raise_graph(source: Graph, low: Lowered, ext: Extraction) -> Graph:
             name = namer.claim(want) if want != "const" else namer.fresh("const")
             names[cid] = name
             inits[name] = tensor.array
+            t = const_type(enode)
+            if t.format != ND:
+                held[name] = Value(name, t)
         elif op == PROJ:
             continue  # named when its tuple node is emitted
         else:
@@ -93,7 +98,7 @@ def raise_graph(source: Graph, low: Lowered, ext: Extraction) -> Graph:
     nodes, outputs = _bind_outputs(source, low, ext, names, nodes, namer)
     bodies = [low.ctx.schema(n.qualified_op).body for n in nodes if n.domain]
     return source.replace(nodes=tuple(nodes), initializers=inits, outputs=outputs,
-                          value_info={}, functions=with_uses([b for b in bodies if b]))
+                          value_info=held, functions=with_uses([b for b in bodies if b]))
 
 
 def _tuple_outputs(ext: Extraction, proj_index: dict[int, tuple[int, int]]

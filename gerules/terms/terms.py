@@ -6,7 +6,9 @@ Conventions (the rule compiler, the lowering and the extraction all follow them)
   one e-node); tensor-valued attributes are ``ConstTensor``; children are its inputs in order.
 - Leaves: ``Input{name}`` for a graph input, ``Const{value: ConstTensor}`` for an initializer or
   folded value (identical bytes -> one class), ``Absent`` for an omitted optional input that is
-  followed by a present one (trailing omitted inputs are simply dropped).
+  followed by a present one (trailing omitted inputs are simply dropped). A constant held in a
+  blocked format (a FRACTAL_Z weight) also carries ``format`` and its logical ``shape``; its
+  value is the physical array (``const_type``).
 - A node with several used outputs is a *tuple class* (its e-node carries ``_outputs = n``)
   read through ``Proj{index}`` e-nodes; a node whose only used output is its first is lowered
   as a plain single-output e-node.
@@ -32,6 +34,7 @@ import numpy as np
 
 from ..engine import AnalysisConflict, ConstantAnalysis, EGraph, ENode, ShapeAnalysis, make_attrs
 from ..errors import GeError
+from ..ir.formats import ND
 from ..ir.graph import TensorType
 from ..ir.registry import NONDETERMINISTIC, Call, OpSchema, Registry, default_registry
 from ..ir.symbolic import SYM_OPS, SymInts, of_array, sym_eval, sym_output_type
@@ -107,8 +110,8 @@ class TermContext:
     def new_egraph(self, *, explanations: bool = True) -> TermEGraph:
         shape = ShapeAnalysis(self.infer, join_types, name=SHAPE,
                               conflicts=(AnalysisConflict,))
-        const = ConstantAnalysis(self.evaluate, self.make_const, _nbytes, name=VALUE,
-                                 max_bytes=MAX_FOLD_BYTES, const_op=CONST)
+        const = _ConstAnalysis(self.evaluate, self.make_const, _nbytes, name=VALUE,
+                               max_bytes=MAX_FOLD_BYTES, const_op=CONST)
         return TermEGraph(self, [shape, _SymAnalysis(self), const], explanations=explanations)
 
     # ------------------------------------------------------------ schemas and calls
@@ -142,8 +145,7 @@ class TermContext:
     def infer(self, egraph: EGraph, enode: ENode) -> TensorType | TupleType | None:
         op = enode.op
         if op == CONST:
-            arr = enode.get("value").array
-            return TensorType(arr.dtype.name, tuple(int(d) for d in arr.shape))
+            return const_type(enode)
         if op == INPUT:
             return self.inputs.get(enode.get("name"))
         if op == ABSENT:
@@ -211,7 +213,7 @@ class TermContext:
         values = self._child_values(egraph, enode)
         if values is None:
             return None
-        outs = self._run(enode, values, 1)
+        outs = self._run(egraph, enode, values, 1)
         return outs[0] if outs else None
 
     def _fold_types(self, egraph: EGraph, enode: ENode) -> np.ndarray | None:
@@ -231,7 +233,7 @@ class TermContext:
         for node in egraph.nodes(enode.children[0]):
             values = self._child_values(egraph, node)
             if values is not None:
-                outs = self._run(node, values, int(node.get(OUTPUTS_ATTR, 1)))
+                outs = self._run(egraph, node, values, int(node.get(OUTPUTS_ATTR, 1)))
                 return outs[index] if outs and index < len(outs) else None
         return None
 
@@ -250,17 +252,21 @@ class TermContext:
             return None
         return values
 
-    def _run(self, enode: ENode, values: Sequence[Weight | None], n: int
+    def _run(self, egraph: EGraph, enode: ENode, values: Sequence[Weight | None], n: int
              ) -> list[Weight] | None:
         schema = self.schema(enode.op)
         budget = max(SMALL_FOLD_BYTES, sum(v.nbytes for v in values if v is not None))
         call = self.call(enode, n)
         try:
             types = [None if v is None else TensorType(v.dtype.name, v.shape) for v in values]
+            held = [_tensor_type(egraph.data(c, SHAPE)) for c in enode.children]
+            if any(t is not None and t.format != ND for t in held):
+                types = held  # formatted values are physical arrays: their types say how
             out_types = schema.infer(types, [_known(v) for v in values], call)
             if any((t.nbytes() or MAX_FOLD_BYTES + 1) > min(budget, MAX_FOLD_BYTES)
                    for t in out_types):
                 return None  # Tile / Expand / ConstantOfShape never blow a model up
+            call = Call(call.attrs, call.num_outputs, call.node, tuple(types))
             if n == 1 and len(out_types) == 1 and _deferrable(out_types[0], enode):
                 return [_deferred(schema, call, out_types[0], values, enode)]
             arrays = [None if v is None else materialize(v) for v in values]
@@ -270,8 +276,22 @@ class TermContext:
             return None
 
     @staticmethod
-    def make_const(value: Weight) -> ENode:
-        return const_node(value)
+    def make_const(value: Weight, t: TensorType | None = None) -> ENode:
+        return const_node(value, t)
+
+
+class _ConstAnalysis(ConstantAnalysis):
+    """The engine's constant folding, with constants of blocked formats kept as such: the
+    folded value of a FRACTAL_Z class is its physical array, and its ``Const`` carries the
+    class's format and logical shape (``const_node``)."""
+
+    def modify(self, egraph: EGraph, class_id: int) -> None:
+        value = egraph.data(class_id, self.name)
+        if value is None or any(n.op == self.const_op for n in egraph.nodes(class_id)):
+            return
+        t = _tensor_type(egraph.data(class_id, SHAPE))
+        const = egraph.add(const_node(value, t))
+        egraph.union(class_id, const, reason=f"analysis:{self.name}")
 
 
 def _known(value: Weight | None) -> np.ndarray | None:
@@ -283,18 +303,25 @@ def _deferrable(out: TensorType, enode: ENode) -> bool:
     """A folded output worth deferring: static, over ``DEFER_BYTES``, and a node whose
     attributes name it fully (no tensor attributes)."""
     size = out.nbytes()
-    return (size is not None and size > DEFER_BYTES
+    return (size is not None and size > DEFER_BYTES and out.physical_shape is not None
             and not any(isinstance(v, ConstTensor) for _, v in enode.attrs))
 
 
 def _deferred(schema: OpSchema, call: Call, out: TensorType, values: Sequence[Weight | None],
               enode: ENode) -> Deferred:
+    """``enode``'s folded output, computed later by its kernel with ``call`` (whose types say
+    how formatted operands are held). A value in a blocked format is its physical array
+    (``ir.formats``), so that is the shape declared."""
     def compute(*arrays: np.ndarray | None) -> np.ndarray:
         return np.asarray(schema.kernel(list(arrays), call)[0])
 
-    assert out.shape is not None
+    shape = out.physical_shape
+    assert shape is not None
     label = f"{enode.op}{dict(enode.attrs)!r}"
-    return Deferred(out.dtype, [int(d) for d in out.shape], compute, values, label)
+    formats = [ND if t is None else t.format for t in (*call.types, out)]
+    if any(f != ND for f in formats):  # how operands and result are held is part of the value
+        label += f"@{','.join(formats)}"
+    return Deferred(out.dtype, [int(d) for d in shape], compute, values, label)
 
 
 class _SymAnalysis:
@@ -317,8 +344,26 @@ class _SymAnalysis:
         return None
 
 
-def const_node(value: Weight) -> ENode:
-    return ENode(CONST, (("value", ConstTensor(value)),), ())
+def const_node(value: Weight, t: TensorType | None = None) -> ENode:
+    """A ``Const`` leaf; with ``t`` in a blocked format whose physical shape ``value`` has, it
+    carries ``t``'s format and logical shape (a plain ``t`` adds nothing)."""
+    tensor = ConstTensor(value)
+    if t is None or t.format == ND or t.shape is None:
+        return ENode(CONST, (("value", tensor),), ())
+    if tuple(t.physical_shape or ()) != tuple(tensor.array.shape):
+        raise ValueError(f"a {t} constant is held as {list(t.physical_shape or ())}, got "
+                         f"{list(tensor.array.shape)}")
+    return ENode(CONST, (("format", t.format), ("shape", tuple(int(d) for d in t.shape)),
+                         ("value", tensor)), ())
+
+
+def const_type(enode: ENode) -> TensorType:
+    """The type of a ``Const`` leaf: its array's, or its logical shape in its format."""
+    arr = enode.get("value").array
+    fmt = enode.get("format")
+    if fmt is None:
+        return TensorType(arr.dtype.name, tuple(int(d) for d in arr.shape))
+    return TensorType(arr.dtype.name, tuple(enode.get("shape")), str(fmt))
 
 
 def _nbytes(value: Any) -> int:
@@ -342,6 +387,8 @@ def join_types(a: Any, b: Any) -> Any:
         return TupleType(tuple(join_types(x, y) for x, y in zip(a.items, b.items, strict=True)))
     if a.dtype != b.dtype:
         raise AnalysisConflict(f"dtype {a.dtype} vs {b.dtype}")
+    if a.format != b.format:
+        raise AnalysisConflict(f"format {a.format_name} vs {b.format_name}")
     if a.shape is None or b.shape is None:
         return a if b.shape is None else b
     if len(a.shape) != len(b.shape):
@@ -351,7 +398,7 @@ def join_types(a: Any, b: Any) -> Any:
         if isinstance(x, int) and isinstance(y, int) and x != y:
             raise AnalysisConflict(f"shape {a} vs {b}")
         dims.append(x if isinstance(x, int) or x != "?" and not isinstance(y, int) else y)
-    joined = TensorType(a.dtype, tuple(dims))
+    joined = TensorType(a.dtype, tuple(dims), a.format)
     return a if joined == a else joined
 
 
@@ -364,8 +411,9 @@ def class_value(egraph: EGraph, cid: int) -> Weight | None:
     return egraph.data(cid, VALUE)  # type: ignore[no-any-return]
 
 
-def add_const(egraph: EGraph, value: Weight) -> int:
-    return egraph.add(const_node(value if isinstance(value, Deferred) else np.asarray(value)))
+def add_const(egraph: EGraph, value: Weight, t: TensorType | None = None) -> int:
+    """Add a constant (held in ``t``'s format when ``t`` is a blocked one)."""
+    return egraph.add(const_node(value if isinstance(value, Deferred) else np.asarray(value), t))
 
 
 def add_op(egraph: EGraph, op: str, children: Sequence[int],

@@ -30,6 +30,11 @@ overflows. Two allowances:
   the right side, a fused op that keeps float32 statistics, may stay finite there. A NaN
   made first (the square root of a negative number, 0 / 0) is no overflow: compared.
 
+Formats: an output held in a blocked data format (a layout rule's ``ge.TransData(x)
+{dst_format = "NC1HWC0"}``) is compared through the TransData kernel, as its logical values
+(``logical``): its padding is no value (an elementwise op computes anything there), so a rule
+that changes formats is checked on what it keeps, never on padding bytes.
+
 Invariants:
 - ``run`` raises nothing: a side that cannot run is a ``Run`` with its error.
 - A run that compared no finite element (every output infinite or NaN on the left) proves
@@ -45,6 +50,7 @@ import numpy as np
 
 from ..dsl.contract import Contract
 from ..errors import GeError
+from ..ir import formats
 from ..ir.attrs import Attrs
 from ..ir.graph import Graph, TensorType, Value
 from ..ir.verify import verify
@@ -86,6 +92,16 @@ class Comparison:
     note: str = ""  # where the left side overflows, when it does
 
 
+def logical(graph: Graph, name: str, value: np.ndarray) -> np.ndarray:
+    """An output's elements: a tensor held in a blocked format read back through the
+    TransData kernel (its padding is no value, so it is never compared)."""
+    t = graph.type_of(name)
+    if t is None or t.format == formats.ND or t.shape is None:
+        return value
+    return formats.transfer(value, t.format, formats.ND,
+                            formats.bind(t.shape, t.dtype, t.format, value.shape))
+
+
 def run(graph: Graph, feeds: Feeds) -> Run:
     try:
         with np.errstate(all="ignore"):
@@ -104,8 +120,8 @@ def sides(contract: Contract, lhs: Graph, rhs: Graph, feeds: Feeds) -> Compariso
         return Comparison(f"the right side does not run: {got.error}")
     finite = False
     for name in lhs.output_names:
-        expected = np.asarray(want.outputs[name])
-        actual = np.asarray(got.outputs[name])
+        expected = logical(lhs, name, np.asarray(want.outputs[name]))
+        actual = logical(rhs, name, np.asarray(got.outputs[name]))
         finite = finite or expected.dtype.kind != "f" or bool(np.isfinite(expected).any())
         tol = tolerance(contract, expected.dtype.name, expected)
         mismatch = _mismatch(expected, actual, tol)
@@ -147,7 +163,7 @@ def _rounds_less(lhs: Graph, feeds: Feeds, name: str, expected: np.ndarray,
     exact = run(*wide)
     if exact.error or name not in exact.outputs:
         return False
-    e = np.asarray(exact.outputs[name], np.float64)
+    e = np.asarray(logical(wide[0], name, np.asarray(exact.outputs[name])), np.float64)
     with np.errstate(all="ignore"):
         want, have = expected.astype(np.float64), got.astype(np.float64)
         same = (want == have) | (np.isnan(want) & np.isnan(have))
@@ -165,8 +181,10 @@ def widened(graph: Graph, feeds: Feeds) -> tuple[Graph, Feeds] | None:
     def wide(a: np.ndarray) -> np.ndarray:
         return a.astype(np.float64) if a.dtype.name in WIDE else a
 
-    inputs = tuple(Value(v.name, TensorType("float64", v.shape)) if v.dtype in WIDE else v
-                   for v in graph.inputs)
+    def wider_type(t: TensorType) -> TensorType:
+        return TensorType("float64", t.shape, t.format) if t.dtype in WIDE else t
+
+    inputs = tuple(Value(v.name, wider_type(v.type)) for v in graph.inputs)
     nodes = tuple(n.with_(attrs=Attrs({**n.attrs, "to": 11})) if n.op == "Cast" and
                   n.attrs.get("to") in WIDE.values() else n for n in graph.nodes)
     outputs = tuple(Value(v.name, TensorType(
@@ -175,7 +193,8 @@ def widened(graph: Graph, feeds: Feeds) -> tuple[Graph, Feeds] | None:
         wider = verify(graph.replace(inputs=inputs, nodes=nodes, outputs=outputs,
                                      initializers={k: wide(a) for k, a in
                                                    graph.initializers.items()},
-                                     value_info={}))
+                                     value_info={k: Value(k, wider_type(v.type)) for k, v
+                                                 in graph.held_weights().items()}))
     except GeError:
         return None
     return wider, {k: wide(np.asarray(a)) for k, a in feeds.items()}

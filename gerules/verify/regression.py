@@ -38,7 +38,8 @@ def regression_test(rule: CompiledRule, rewrite: str, graph: Graph,
             "registry=rule.registry)"]
     for v in graph.inputs:
         dims = list(v.shape or ())
-        body.append(f"{names.var(v.name)} = g.input({v.name!r}, {dims!r}, {v.dtype!r})")
+        held = "" if v.type.format == "ND" else f", format={v.type.format!r}"  # physical feeds
+        body.append(f"{names.var(v.name)} = g.input({v.name!r}, {dims!r}, {v.dtype!r}{held})")
     for name, array in graph.initializers.items():
         body.append(f"{names.var(name)} = g.const({_array(array)}, name={name!r})")
     for node in graph.nodes:

@@ -14,6 +14,9 @@ Moves, in order, repeated while one helps:
    rounded to integers or to one decimal; then, for small arrays, one element at a time set to 0, 1
    or rounded.
 
+Arrays held in a blocked data format (a layout rule's input or weight in NC1HWC0, FRACTAL_Z
+...) are physical: their dims are never cut (their values are simplified like the others).
+
 A candidate counts only when it is still a valid graph (shape inference accepts it; integer
 constants such as Reshape targets are never changed, so a cut that breaks them is refused)
 and ``fails`` says it fails as the original did.
@@ -31,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import GeError
+from ..ir.formats import ND
 from ..ir.graph import Graph, TensorType, Value
 from ..ir.registry import Registry
 from ..ir.verify import verify
@@ -77,7 +81,8 @@ def shrink(case: Case, fails: Fails, registry: Registry | None = None,
 
 
 def _moves(case: Case, values: bool) -> Iterator[Case]:
-    arrays = _float_arrays(case)
+    every = _float_arrays(case)
+    arrays = {k: a for k, a in every.items() if k not in _held(case.graph)}  # dims: plain
     for d in sorted({d for a in arrays.values() for d in a.shape if d > 1}, reverse=True):
         for smaller in sorted({1, d // 2, d - 1}):
             yield _with(case, {k: _cut(a, d, smaller, None) for k, a in arrays.items()})
@@ -91,6 +96,7 @@ def _moves(case: Case, values: bool) -> Iterator[Case]:
         yield _with(case, {k: a[0] for k, a in widest.items()})
     if not values:
         return
+    arrays = every
     for name, a in arrays.items():
         for simpler in (np.zeros_like(a), np.ones_like(a), np.abs(a), np.round(a),
                         np.round(a, 1)):
@@ -113,6 +119,11 @@ def _float_arrays(case: Case) -> dict[str, np.ndarray]:
             if np.asarray(a).dtype.kind == "f"}
 
 
+def _held(graph: Graph) -> set[str]:
+    """Inputs and weights held in a blocked format (their arrays are physical)."""
+    return {*graph.held_weights(), *(v.name for v in graph.inputs if v.type.format != ND)}
+
+
 def _cut(a: np.ndarray, d: int, smaller: int, axis: int | None) -> np.ndarray:
     """``a`` with its axes of size ``d`` (only ``axis`` if given) cut to ``smaller``."""
     index = tuple(slice(0, smaller) if n == d and axis in (None, k) else slice(None)
@@ -128,10 +139,11 @@ def _with(case: Case, arrays: Mapping[str, np.ndarray]) -> Case:
     feeds = {k: arrays.get(k, v) for k, v in case.feeds.items()}
     inits = {k: arrays.get(k, v) for k, v in case.graph.initializers.items()}
     inputs = tuple(Value(v.name, TensorType(v.dtype, tuple(np.shape(feeds[v.name]))))
-                   if v.name in feeds else v for v in case.graph.inputs)
+                   if v.name in feeds and v.type.format == ND else v
+                   for v in case.graph.inputs)
     outputs = tuple(Value(v.name, TensorType(v.dtype, None)) for v in case.graph.outputs)
     graph = case.graph.replace(inputs=inputs, outputs=outputs, initializers=inits,
-                               value_info={})
+                               value_info=case.graph.held_weights())
     return Case(graph, feeds)
 
 

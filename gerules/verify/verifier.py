@@ -52,6 +52,7 @@ from ..dsl.instances import (
 from ..dsl.program import Direction
 from ..dsl.trial import apply_rewrite
 from ..engine import Rewrite
+from ..ir import formats
 from ..ir.composite import with_uses
 from ..ir.graph import Graph
 from ..ir.registry import Registry
@@ -245,12 +246,14 @@ def _runs(contract: Contract, instance: Instance, rhs: Graph, rng: np.random.Gen
 def _feeds(instance: Instance, rng: np.random.Generator, edge: bool = False,
            theme: str = "") -> dict[str, np.ndarray]:
     """Inputs drawn as the instance's were: N(0, 1), or the positive range a sampler names;
-    ``edge`` mixes in zeros, range ends and large magnitudes (``instances.values``)."""
+    ``edge`` mixes in zeros, range ends and large magnitudes (``instances.values``); an
+    input held in a blocked format is fed in it (padding zeros)."""
     feeds = {}
     for v in instance.graph.inputs:
         shape = tuple(int(d) for d in v.shape or ())
         lo, hi = instance.samplers.get(v.name) or (None, None)
-        feeds[v.name] = values(rng, shape, v.dtype, lo, hi, edge=edge, theme=theme)
+        drawn = values(rng, shape, v.dtype, lo, hi, edge=edge, theme=theme)
+        feeds[v.name] = formats.to_format(drawn, v.type.format)  # a blocked input: physical
     return feeds
 
 

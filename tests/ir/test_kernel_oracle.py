@@ -247,7 +247,55 @@ def test_shipped_composite_ops_match_their_onnx_functions(seed: int) -> None:
             _close(np.asarray(a), np.asarray(b))
 
 
+def _pad_c_reshape_transpose(shape: tuple[int, ...], fmt: str) -> list[onnx.NodeProto]:
+    """TransData from the plain layout as onnxruntime computes it: Pad, Reshape, Transpose."""
+    def ints(name: str, values: list[int]) -> onnx.NodeProto:
+        return helper.make_node("Constant", [], [name], value=helper.make_tensor(
+            name, TensorProto.INT64, [len(values)], values))
+
+    if fmt == "NC1HWC0":
+        n, c, h, w = shape
+        c1 = -(-c // 16)
+        return [ints("p", [0, 0, 0, 0, 0, c1 * 16 - c, 0, 0]), ints("s", [n, c1, 16, h, w]),
+                helper.make_node("Pad", ["x", "p"], ["a"]),
+                helper.make_node("Reshape", ["a", "s"], ["b"]),
+                helper.make_node("Transpose", ["b"], ["y"], perm=[0, 1, 3, 4, 2])]
+    if fmt == "FRACTAL_NZ":
+        *lead, m, k = shape
+        r = len(lead)
+        m1, k1 = -(-m // 16), -(-k // 16)
+        return [ints("p", [0] * (r + 2) + [0] * r + [m1 * 16 - m, k1 * 16 - k]),
+                ints("s", [*lead, m1, 16, k1, 16]),
+                helper.make_node("Pad", ["x", "p"], ["a"]),
+                helper.make_node("Reshape", ["a", "s"], ["b"]),
+                helper.make_node("Transpose", ["b"], ["y"],
+                                 perm=[*range(r), r + 2, r, r + 1, r + 3])]
+    assert fmt == "NHWC"
+    return [helper.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 3, 1])]
+
+
+@settings(max_examples=6)
+@given(seed=st.integers(0, 2**16), fmt=st.sampled_from(["NC1HWC0", "FRACTAL_NZ", "NHWC"]))
+def test_transdata_matches_pad_reshape_transpose_in_onnxruntime(seed: int, fmt: str) -> None:
+    """ge.TransData against the same transfer written as ai.onnx ops run by onnxruntime, and
+    back: the values return exactly (the padding is dropped)."""
+    from gerules.ir.graph import TensorType
+
+    rng = np.random.default_rng(seed)
+    shape = (2, int(rng.integers(1, 40)), 3, int(rng.integers(1, 40)))
+    x = rng.standard_normal(shape).astype(np.float32)
+    src = "NCHW"
+    want = _ort(_pad_c_reshape_transpose(shape, fmt), {"x": x}, {})
+    (ours,) = evaluate("TransData", [x], {"src_format": src, "dst_format": fmt}, domain="ge",
+                       types=[TensorType("float32", shape)])
+    assert ours.shape == want.shape and np.array_equal(ours, want)
+    (back,) = evaluate("TransData", [ours], {"src_format": fmt, "dst_format": src},
+                       domain="ge", types=[TensorType("float32", shape, fmt)])
+    assert np.array_equal(back, x)
+
+
 def test_every_fused_op_has_an_oracle_test() -> None:
     fused = {op for domain, op in default_registry().ops("ge")}
     assert fused == {"FusedConv", "FusedMatMul", "Attention", "MultiHeadAttention",
-                     "AddLayerNorm", "Gelu"}, fused  # own kernels; composites: above
+                     "AddLayerNorm", "Gelu", "TransData"}, fused  # own kernels; composites:
+    # above; TransData: against Pad/Reshape/Transpose above

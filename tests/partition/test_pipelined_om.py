@@ -1,4 +1,5 @@
-"""The pipelined .om: additive format 1.1, checked stages, inspect and the report's pictures."""
+"""The pipelined .om: additive format 1.1 (1.2 with data formats), checked stages, inspect and
+the report's pictures."""
 
 from __future__ import annotations
 
@@ -22,15 +23,17 @@ from om_files import model_def, with_model_def  # noqa: E402
 
 
 def test_an_ordinary_om_stays_format_1_0(compiled) -> None:  # type: ignore[no-untyped-def]
-    path, _ = compiled("resnet")
-    with OmFile(path) as om:
-        assert (om.header.major, om.header.minor) == (1, 0)
-        assert om.contents.pipeline is None
-        assert "pipeline" not in om.raw_model_def()
+    """1.0 without a pipeline and without data formats; the NPU layout makes it 1.2."""
+    for options, minor in (({"layout": False}, 0), ({}, 2)):
+        path, _ = compiled("resnet", **options)
+        with OmFile(path) as om:
+            assert (om.header.major, om.header.minor) == (1, minor)
+            assert om.contents.pipeline is None
+            assert "pipeline" not in om.raw_model_def()
 
 
 def test_a_pipelined_om_holds_one_planned_program_per_stage(compiled) -> None:  # type: ignore[no-untyped-def]
-    path, result = compiled("encoder", partitions=3)
+    path, result = compiled("encoder", partitions=3, layout=False)
     with OmFile(path) as om:
         assert (om.header.major, om.header.minor) == (1, 1)
         stages = om.contents.pipeline.stages

@@ -194,3 +194,33 @@ def test_edge_values_hold_zeros_and_float16_overflowing_magnitudes() -> None:
     assert (zero == 0).any() and (zero >= 0).all()
     plain = values(rng, (64,), "float32")
     assert np.isfinite(plain).all() and float(np.abs(plain).max()) < 10
+
+
+WRONG_LAYOUT = '''include "gerules:ops.ger"
+ruleset wrong_layout
+
+@exact
+rule sub_across_transdata_swapped:  # wrong: Sub's operands swapped
+    Sub(ge.TransData(a) {src_format = "NCHW", dst_format = "NC1HWC0"}, b)
+    where not const(b)
+    where rank(b) == rank(a) and format(b) == "NC1HWC0" and fits("NCHW", a, b)
+    =>  ge.TransData(Sub(ge.TransData(b) {src_format = "NC1HWC0", dst_format = "NCHW"}, a))
+        {src_format = "NCHW", dst_format = "NC1HWC0"}
+'''
+
+
+def test_a_layout_rule_counterexample_replays_with_its_blocked_input(tmp_path: Path) -> None:
+    """An instance whose input is held in NC1HWC0 is shrunk without cutting the physical
+    array's dims and written as a test that declares the input's format and feeds it
+    physically, so the test fails as the verifier did."""
+    path = tmp_path / "wrong_layout.ger"
+    path.write_text(WRONG_LAYOUT)
+    (rule,) = load_compiled([path], soundness=False).rules
+    result = verify_rule(rule, Settings())
+    assert result.status == COUNTEREXAMPLE, result.detail
+    text = result.regression
+    assert "format='NC1HWC0'" in text
+    namespace: dict[str, object] = {}
+    exec(text, namespace)  # noqa: S102 - the verifier's own output, run as pytest would
+    with pytest.raises(AssertionError, match="counterexample"):
+        namespace["test_sub_across_transdata_swapped_counterexample"]()  # type: ignore[operator]

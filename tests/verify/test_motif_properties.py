@@ -4,12 +4,14 @@ bias + GELU, LayerNorm and attention subgraphs, Reshape/Transpose head chains):
 
 - the generator keeps generating fusible graphs: in most draws a fusion fires (a generator
   that stops firing is itself a failure);
-- at O1, O2 and O3, for both targets, the optimized graph computes what the original does;
-- the optimized graph compiled to a ``.om`` and run in its planned arena (plain, and poisoned
-  between steps: ``Model.run(poison=True)``) gives the same values as the reference executor
-  on the optimized graph;
-- under ``force_fp16`` and ``allow_mix_precision`` the outputs stay within the float16
-  contract (1e-2 relative to the output's magnitude).
+- at O1, O2 and O3, for both targets (the npu one with and without the NPU data layout), the
+  optimized graph computes what the original does;
+- the optimized graph, in the NPU's data formats (TransData, NC1HWC0/FRACTAL_Z/FRACTAL_NZ
+  tensors and weights), compiled to a ``.om`` and run in its planned arena (plain, and
+  poisoned between steps: ``Model.run(poison=True)``, which also fills every padded element
+  the formats add) gives the same values as the reference executor on the source graph;
+- under ``force_fp16`` and ``allow_mix_precision`` (in the data formats too) the outputs stay
+  within the float16 contract (1e-2 relative to the output's magnitude).
 
 CI runs the ``ci`` hypothesis profile (derandomized: the same draws every run) and, for the
 fire rate, a fixed seed list; ``HYPOTHESIS_PROFILE=nightly`` draws fresh graphs each run.
@@ -61,9 +63,10 @@ def test_every_fused_op_appears_in_the_draws() -> None:
 
 
 @PROPERTY
-@given(motif_graphs(), st.sampled_from(["O1", "O2", "O3"]), TARGETS)
-def test_optimized_motif_graphs_stay_equivalent(graph: Graph, level: str, target: str) -> None:
-    out, _ = optimize(graph, OptimizeOptions(opt_level=level, target=target))
+@given(motif_graphs(), st.sampled_from(["O1", "O2", "O3"]), TARGETS, st.booleans())
+def test_optimized_motif_graphs_stay_equivalent(graph: Graph, level: str, target: str,
+                                                layout: bool) -> None:
+    out, _ = optimize(graph, OptimizeOptions(opt_level=level, target=target, layout=layout))
     if target == "onnx":
         assert all(not n.domain for n in out.nodes)
     assert_equivalent(graph, out, rtol=1e-4, atol=1e-4, runs=2)
@@ -73,21 +76,21 @@ def test_optimized_motif_graphs_stay_equivalent(graph: Graph, level: str, target
 @given(motif_graphs())
 def test_om_round_trip_runs_the_optimized_graph(tmp_path_factory: pytest.TempPathFactory,
                                                 graph: Graph) -> None:
-    out, _ = optimize(graph, OptimizeOptions(opt_level="O2"))
+    out, _ = optimize(graph, OptimizeOptions(opt_level="O2", layout=True))
     path = build_om(out, Path(tmp_path_factory.mktemp("om")) / "m.om").path
-    feeds = random_feeds(out, 3)
-    want = run_graph(out, feeds)
+    feeds = random_feeds(graph, 3)
+    want = run_graph(graph, feeds)
     with Model.load(path) as model:
         runs = [model.run(feeds), model.run(feeds, poison=True)]  # plain, poisoned arena
     for got in runs:
         for name, value in want.items():
-            np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+            np.testing.assert_allclose(got[name], value, rtol=1e-4, atol=1e-4, err_msg=name)
 
 
 @PROPERTY
 @given(motif_graphs(), st.sampled_from(["force_fp16", "allow_mix_precision"]))
 def test_float16_modes_stay_within_their_contract(graph: Graph, mode: str) -> None:
-    out, _ = optimize(graph, OptimizeOptions(opt_level="O2"))
+    out, _ = optimize(graph, OptimizeOptions(opt_level="O2", layout=True))
     half, _ = apply_precision(out, PrecisionOptions(mode))
     assert [(v.name, v.dtype) for v in half.outputs] == [(v.name, v.dtype) for v in out.outputs]
     feeds = random_feeds(graph, 5)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ...ir import formats
 from .proposals import LAYOUT, VALUES, Draw, Operand
 
 FLOAT_CODES = (1, 10, 11)  # float32, float16, float64
@@ -98,11 +99,27 @@ def sample_attrs(op: str, draw: Draw, x: Operand | None) -> dict[str, Any]:
         "ge.MultiHeadAttention": lambda: {"scale": draw.pick([0.125, 0.5, 1.0]),
                                           "num_heads": _heads(draw, x)},
         "Shape": lambda: {"start": draw.pick([0, 0, 1, -1])},
+        "ge.TransData": lambda: _transfer(draw, x),
     }
     if op.startswith("Reduce"):
         return {"keepdims": int(draw.coin())}
     make = table.get(op)
     return make() if make is not None else {}
+
+
+def _transfer(draw: Draw, x: Operand | None) -> dict[str, str]:
+    """A TransData of ``x``: from the format it is held in to one that can hold it (plain
+    ones go to a blocked one, blocked ones to a plain one, as GE's transfers do)."""
+    t = x.type if x is not None else None
+    if t is None or t.shape is None:
+        return {}
+    src = t.format
+    targets = [f for f in formats.FORMATS if f != src and formats.can_hold(f, t.shape) is None
+               and not (src in formats.PADDED and f in formats.PADDED)]
+    if not targets:
+        return {}
+    return {"src_format": t.format_name,
+            "dst_format": formats.name(draw.pick(targets), t.rank)}
 
 
 def _heads(draw: Draw, x: Operand | None) -> int:
@@ -134,6 +151,8 @@ def attr_candidate(name: str, kind: str, draw: Draw, x: Operand | None,
         return _axis(draw, rank)
     if name == "to":
         return draw.pick(FLOAT_CODES)
+    if name in ("src_format", "dst_format"):
+        return _transfer(draw, x).get(name)
     if name in ("epsilon", "alpha", "beta", "scale"):
         return draw.pick([1e-5, 1e-3, 0.1, 0.5, 1.0,
                           *([0.0, -0.5] if draw.probe == VALUES else [])])

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import GeError
+from ...ir import formats
 from ...ir.attrs import Attrs
 from ...ir.composite import with_uses
 from ...ir.graph import Graph, Node, TensorType, Value
@@ -89,6 +90,10 @@ class _State:
     operands: dict[str, Operand] = field(default_factory=dict)  # tensor -> its operand
     results: dict[int, str] = field(default_factory=dict)  # Op.key -> tensor
     counts: dict[int, int] = field(default_factory=dict)  # Op.key -> outputs of its node
+    # a node matched by output (``Op(..)[k]``): its other outputs, kept as graph outputs so
+    # the node lowers as the tuple the pattern reads
+    extras: list[Value] = field(default_factory=list)
+    kinds: dict[int, list[TensorType]] = field(default_factory=dict)  # Op.key -> out types
     attr_vars: dict[str, Any] = field(default_factory=dict)
     resolved: dict[str, dict[str, Any]] = field(default_factory=dict)  # binder -> attrs
     nodes: list[Node] = field(default_factory=list)
@@ -151,7 +156,7 @@ class InstanceBuilder:
                          outputs=tuple(names.get(o, o) for o in n.outputs))
                  for n in state.nodes]
         outputs = tuple(Value(names[r], state.operands[r].type)  # type: ignore[arg-type]
-                        for r in roots)
+                        for r in roots) + tuple(state.extras)
         bodies = [c.schema.body for c in self.order if c.schema.body is not None]
         graph = Graph(tuple(nodes), tuple(state.inputs), outputs, state.inits,
                       name=self.direction.name, opset={"": self.opset, "ge": 1},
@@ -194,10 +199,10 @@ class InstanceBuilder:
             elif operands[i] is None:
                 operands[i] = self._fresh(call, schema, i, operands, attrs, state)
         done = [o for o in operands if o is not None]
-        ran = _run(schema, done, attrs, call.output or 0)
+        ran = _run(schema, done, attrs, call.output or 0, call.output is not None)
         if ran is None:
             return None
-        state.counts[call.key] = ran[1]
+        state.counts[call.key], state.kinds[call.key] = ran[1], ran[2]
         return done, attrs, new_attr_vars, ran[0]
 
     # ------------------------------------------------------------------ operands
@@ -254,7 +259,8 @@ class InstanceBuilder:
         else:
             proposal = self._ranked(name, lambda: float_operand(op, schema, draw, operands,
                                                                 slot, attrs), op, draw)
-        return pin(name, self._hinted(name, proposal, draw), state.fixed)
+        return pin(name, held_like(schema, operands, self._hinted(name, proposal, draw)),
+                   state.fixed)
 
     def _ranked(self, name: str | None, propose: Callable[[], Operand], op: str, draw: Draw
                 ) -> Operand:
@@ -321,6 +327,9 @@ class InstanceBuilder:
                     domain=call.domain)
         state.nodes.append(node)
         result = outputs[call.output or 0]
+        if call.output is not None:
+            state.extras += [Value(o, t) for i, (o, t) in enumerate(
+                zip(outputs, state.kinds[call.key], strict=False)) if i != call.output]
         state.operands[result] = out
         state.results[call.key] = result
         state.attr_vars.update(new_attr_vars)
@@ -359,25 +368,28 @@ def _literal(arg: program.Term) -> np.ndarray | None:
         return None
 
 
-def _run(schema: OpSchema, operands: list[Operand], attrs: dict[str, Any], index: int
-         ) -> tuple[Operand, int] | None:
-    """The op's output ``index`` and how many outputs its node has, when its inference and
-    kernel both accept the operands: at least its required ones (``TopK(x, k)[0]`` has its
-    indices too, as in a model); an op with variadic outputs, ``Split(x, s)[0]``, as many as
-    its operands make (the first count its inference accepts)."""
+def _run(schema: OpSchema, operands: list[Operand], attrs: dict[str, Any], index: int,
+         by_output: bool = False) -> tuple[Operand, int, list[TensorType]] | None:
+    """The op's output ``index``, how many outputs its node has and their types, when its
+    inference and kernel both accept the operands: at least its required ones (``TopK(x,
+    k)[0]`` has its indices too, as in a model; one matched ``by_output`` has all its declared
+    outputs); an op with variadic outputs, ``Split(x, s)[0]``, as many as its operands make
+    (the first count its inference accepts)."""
     types = [o.type for o in operands]
     consts = [o.value if o.const else None for o in operands]
     variadic = bool(schema.outputs) and schema.outputs[-1].variadic
     required = sum(1 for p in schema.outputs if not p.optional and not p.variadic)
     first = max(index + 1, required)
+    if by_output and not variadic:
+        first = max(first, len(schema.outputs))
     for count in range(first, first + (MAX_OUTPUTS if variadic else 1)):
         try:
-            call = schema.call(attrs, count)
+            call = schema.call(attrs, count, types=types)
             out_types = list(schema.infer(types, consts, call))
         except Exception:  # noqa: BLE001 - any refusal only means "not these operands"
             continue
         out = _output(schema, operands, call, out_types, index)
-        return None if out is None else (out, count)
+        return None if out is None else (out, count, out_types[:count])
     return None
 
 
@@ -392,10 +404,10 @@ def _output(schema: OpSchema, operands: list[Operand], call: Any, out_types: lis
         return None
     t, value = out_types[index], np.asarray(values[index])
     if t.shape is None or not t.is_static or not 0 < value.size <= 1 << 20 or (
-            tuple(value.shape) != tuple(t.shape)):
+            tuple(value.shape) != tuple(t.physical_shape or ())):
         return None  # (empty, too large, or the kernel and the inference disagree)
     const = all(o.const for o in operands)  # folded in the e-graph as well
-    return Operand(TensorType(t.dtype, tuple(int(d) for d in t.shape)), value, const)
+    return Operand(TensorType(t.dtype, tuple(int(d) for d in t.shape), t.format), value, const)
 
 
 def _range(value: np.ndarray) -> Sampler:
@@ -403,6 +415,24 @@ def _range(value: np.ndarray) -> Sampler:
     if value.size and float(value.min()) >= 0.0:
         return (float(value.min()) * 0.5, max(float(value.max()) * 1.5, 1e-3))
     return None
+
+
+def held_like(schema: OpSchema, operands: list[Operand | None], o: Operand) -> Operand:
+    """An elementwise op's fresh operand in the blocked format of its siblings, when it can
+    be held so (its rank, the blocked dims the same): such ops take one format for all
+    operands (``ir.layout``); a single number stays plain."""
+    if schema.formats is None or schema.formats.kind != "elementwise" or o.value is None:
+        return o
+    ref = next((x for x in operands if x is not None and x.type is not None
+                and x.type.format != formats.ND), None)
+    if ref is None or ref.type is None or o.value.size == 1 or o.value.ndim != ref.type.rank:
+        return o
+    fmt, rank = ref.type.format, o.value.ndim
+    if any(o.value.shape[a] != ref.type.shape[a]  # type: ignore[index]
+           for a in formats.blocked_dims(fmt, rank)):
+        return o
+    t = TensorType(o.value.dtype.name, tuple(o.value.shape), fmt)
+    return Operand(t, formats.to_format(o.value, fmt), o.const)
 
 
 def pin(name: str | None, o: Operand, fixed: Mapping[str, Any]) -> Operand:
@@ -426,7 +456,8 @@ def pin(name: str | None, o: Operand, fixed: Mapping[str, Any]) -> Operand:
             drawn = rng.random(shape) < 0.5
         else:
             drawn = rng.integers(0, 3, shape)
-        return Operand(pinned, np.asarray(drawn).astype(pinned.dtype), o.const)
+        held = formats.to_format(np.asarray(drawn).astype(pinned.dtype), pinned.format)
+        return Operand(pinned, held, o.const)
     value = np.asarray(pinned)
     if value.dtype.kind in "iuf" and o.value.dtype.kind in "iuf" and (
             (value.dtype.kind == "f") == (o.value.dtype.kind == "f")):

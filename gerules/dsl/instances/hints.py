@@ -49,10 +49,12 @@ class Hints:
         for clause in direction.clauses:
             if isinstance(clause, program.Where):
                 for e in walk(clause.expr):
-                    hints.read(e)
+                    if not _negated(e, clause.expr):
+                        hints.read(e)
         return hints
 
     def read(self, e: ast.Expr) -> None:
+        """What one (not negated) part of a guard says."""
         if isinstance(e, ast.Call):
             names = [a.name for a in e.args if isinstance(a, ast.Name)]
             if e.func == "const":
@@ -150,3 +152,9 @@ class _NoNames:
 
     def node_attr(self, binder: str, attr: str) -> Any:
         raise EvalError("no node is bound here")
+
+
+def _negated(e: ast.Expr, top: ast.Expr) -> bool:
+    """``e`` lies under a ``not`` in ``top`` (``not const(b)`` says b is no constant)."""
+    return any(isinstance(n, ast.Unary) and n.op == "not" and any(m is e for m in walk(n))
+               for n in walk(top))

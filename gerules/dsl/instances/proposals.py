@@ -46,7 +46,10 @@ class Operand:
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The logical shape (a value held in a blocked format has its physical one)."""
         assert self.value is not None
+        if self.type is not None and self.type.format != "ND" and self.type.shape is not None:
+            return tuple(int(d) for d in self.type.shape)
         return tuple(self.value.shape)
 
 

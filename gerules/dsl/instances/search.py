@@ -12,6 +12,8 @@ and rebuilds from the same draw, for up to ``ROUNDS`` rounds:
 - ``all(v == E)``, ``approx(v, E)``, ``item(v) == E``, ``float(v) == E``, ``int(v) == E``:
   ``v`` is filled with ``E`` in its own shape;
 - ``shape(v) == E``: ``v`` gets that shape; ``rank(v) == k``: a shape of rank ``k``;
+- ``format(v) == E``: ``v`` is held in that format (a graph input fed in its physical
+  layout, ``ir.formats``);
 - ``p[q] == E``: ``p`` with ``p[q] = E`` (``p[q] == iota(n)``: ``p`` is ``q``'s inverse);
 - ``f(.., a, ..) == f(.., b, ..)`` differing in one argument only: ``a == b`` (either
   side solved, ``norm_axis(item(ax), r) == norm_axis(c, r)`` pins ``ax``);
@@ -48,6 +50,8 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import GeError
+from ...ir import formats
 from ...ir.graph import TensorType
 from ...ir.registry import Registry
 from .. import ast, program
@@ -70,7 +74,8 @@ AT, PAST = 0.9, 1.5  # an approx guard's edge: these fractions of its tolerance 
 PAST_SHARE = 0.3  # guards probes that push one conjunct just past its edge
 NO_TYPING = "no typing of the left side found"
 SOLVED = ("v == E", "all(v == E)", "approx(v, E)", "item(v) == E", "shape(v) == E",
-          "rank(v) == k (k <= 8)", "p[q] == E", "f(a) == f(v)", "v >= E (<=, >, <)")
+          "rank(v) == k (k <= 8)", "format(v) == E", "p[q] == E", "f(a) == f(v)",
+          "v >= E (<=, >, <)")
 
 
 @dataclass(frozen=True)
@@ -404,6 +409,13 @@ def _call_pin(func: str, name: str, value: Any, env: InstanceEnv
         if 0 <= value <= 8:
             now = tuple(o.type.shape or ())
             yield name, TensorType(o.type.dtype, (now + (2,) * value)[:value])
+    elif func == "format" and o is not None and o.type is not None and isinstance(value, str):
+        try:  # held in that format (a graph input fed in its physical layout)
+            fmt = formats.stored(value, o.type.rank)
+        except GeError:
+            return
+        if formats.can_hold(fmt, o.type.shape) is None:
+            yield name, TensorType(o.type.dtype, o.type.shape, fmt)
 
 
 def _index_pin(target: ast.Index, value: Any, env: InstanceEnv) -> Any:

@@ -18,6 +18,7 @@ def all_schemas() -> list[OpSchema]:
         elementwise,
         fused,
         gather,
+        layout,
         linalg,
         loss,
         movement,
@@ -38,7 +39,7 @@ def all_schemas() -> list[OpSchema]:
 
     schemas: list[OpSchema] = []
     for module in (elementwise, activation, softmax, conv, pool, norm, linalg, reduce, shape,
-                   constant, movement, gather, resize, fused, attention, loss, quant, select,
-                   recurrent, vision, signal, ngram, control, training):
+                   constant, movement, gather, resize, fused, layout, attention, loss, quant,
+                   select, recurrent, vision, signal, ngram, control, training):
         schemas.extend(module.SCHEMAS)
     return schemas

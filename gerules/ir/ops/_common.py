@@ -21,6 +21,7 @@ import numpy as np
 from ...errors import KernelError, ShapeError
 from ..dtypes import LOW_FLOATS
 from ..graph import Dim, Shape, TensorType
+from ..layout import FormatRule
 from ..registry import (
     COMMUTATIVE,
     ELEMENTWISE,
@@ -220,6 +221,7 @@ def schema(
     doc: str = "",
     kernel_out: KernelOutFn | None = None,
     widen_low: bool = True,
+    formats: FormatRule | None = None,
 ) -> OpSchema:
     """An ``OpSchema`` from the compact port notation of ``ports``.
 
@@ -248,6 +250,7 @@ def schema(
         doc=doc,
         unit_of=unit_of,
         kernel_out=kernel_out,
+        formats=formats,
     )
 
 

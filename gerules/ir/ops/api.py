@@ -46,11 +46,13 @@ def infer_types(op: str, types: Sequence[TensorType | None],
 def evaluate(op: str, inputs: Sequence[np.ndarray | None],
              attrs: Mapping[str, Any] | None = None, *, domain: str = "",
              opset: int | None = None, num_outputs: int = 1, registry: Registry | None = None,
-             check: bool = False) -> list[np.ndarray]:
-    """The outputs of ``op`` on ``inputs`` (``None`` for an omitted optional input)."""
+             check: bool = False, types: Sequence[TensorType | None] = ()) -> list[np.ndarray]:
+    """The outputs of ``op`` on ``inputs`` (``None`` for an omitted optional input);
+    ``types`` are the operands' logical types when some are held in a blocked format (their
+    arrays are then the physical ones, ``ir.formats``)."""
     schema = _schema(op, domain, opset, registry)
     try:
-        call = schema.call(dict(attrs or {}), num_outputs)
+        call = schema.call(dict(attrs or {}), num_outputs, types=types)
         outs = [np.asarray(y) for y in schema.kernel(list(inputs), call)][:num_outputs]
     except GeError as e:
         raise e.with_place(op=schema.qualified_op) from None

@@ -33,7 +33,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...errors import ShapeError
+from .. import formats as F
 from ..graph import Shape, TensorType
+from ..layout import CONV, MATMUL, native
 from ..registry import ELEMENTWISE, INPLACE, Call
 from ._common import (
     Arrays,
@@ -348,6 +350,13 @@ def _aln_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
     _aln(inputs, call, outs)
 
 
+def _aln_axis(types: Types, call: Call) -> str | None:
+    x = at(types, 0)
+    rank = x.rank if x is not None else None
+    return None if rank is not None and iattr(call, "axis", -1) in (-1, rank - 1) else (
+        "normalizes over more than the last axis")
+
+
 # ----------------------------------------------------------------------------- Gelu
 
 
@@ -365,11 +374,11 @@ def _gelu_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
 SCHEMAS = [
     schema("FusedConv", 1, "X W B? Z?", "Y", _fconv_infer, _fconv_kernel, domain="ge",
            attrs=[*CONV_ATTRS, *ACT_ATTRS], unit="cube", flops=_fconv_flops,
-           kernel_out=_fconv_out,
+           kernel_out=_fconv_out, formats=CONV,
            doc="Y = act(Conv(X, W, B) + Z): conv, optional residual, fused activation"),
     schema("FusedMatMul", 1, "A B C?", "Y", _fmm_infer, _fmm_kernel, domain="ge",
            attrs=[*ACT_ATTRS, attr("transB", "int", 0)], unit="cube", flops=_fmm_flops,
-           kernel_out=_fmm_out,
+           kernel_out=_fmm_out, formats=MATMUL,
            doc="Y = act(A @ B' + C): batched matmul, optional bias, fused activation"),
     schema("Attention", 1, "Q Kt V Mask?", "Y", _attn_infer, _attn_kernel, domain="ge",
            attrs=[attr("scale", "float")], unit="cube", flops=_attn_flops,
@@ -382,6 +391,7 @@ SCHEMAS = [
     schema("AddLayerNorm", 1, "X R Scale B?", "Y S?", _aln_infer, _aln_kernel, domain="ge",
            attrs=[attr("axis", "int", -1), attr("epsilon", "float", 1e-5)], kernel_out=_aln_out,
            traits={INPLACE}, flops=lambda ins, outs, call: 9 * numel_of(outs[0]),
+           formats=native(F.FRACTAL_NZ, F.FRACTAL_NZ, "", when=_aln_axis),
            doc="Y = LayerNormalization(X + R); optional second output S = X + R"),
     schema("Gelu", 1, "X", "Y", _gelu_infer, _gelu_kernel, domain="ge",
            attrs=[attr("approximate", "string", "none")], traits={ELEMENTWISE, INPLACE},

@@ -25,6 +25,7 @@ import numpy as np
 from ...errors import ShapeError
 from ..dtypes import OP_FLOATS
 from ..graph import TensorType
+from ..layout import NORM_LAST
 from ..registry import INPLACE, Call, FlopsFn
 from ._common import (
     Arrays,
@@ -266,7 +267,7 @@ SCHEMAS = [
     schema("LayerNormalization", 17, "X Scale B?", "Y Mean? InvStdDev?", _ln_infer,
            _ln_kernel, attrs=[attr("axis", "int", -1), attr("epsilon", "float", 1e-5),
                               attr("stash_type", "int", 1)],
-           traits={INPLACE}, flops=_flops(8), widen_low=False,
+           traits={INPLACE}, flops=_flops(8), widen_low=False, formats=NORM_LAST,
            doc="normalise over shape[axis:], then scale and shift"),
     schema("InstanceNormalization", 6, "input scale B", "output", _first, _instance_kernel,
            attrs=[attr("epsilon", "float", 1e-5)], traits={INPLACE},

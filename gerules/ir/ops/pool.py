@@ -20,6 +20,7 @@ import numpy as np
 
 from ...errors import ShapeError
 from ..graph import TensorType
+from ..layout import POOL
 from ..registry import AttrSpec, Call, FlopsFn, InferFn, KernelFn, OpSchema
 from ._common import Arrays, Types, at, attr, iattr, lattr, need, prod, schema, widen
 from ._window import Window, kernel_of, out_shape, pad_for, taps, window, window_counts
@@ -170,7 +171,8 @@ def _in_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
 
 def _build(op: str, since: int, infer: InferFn, kernel: KernelFn, extra: list[AttrSpec],
            outputs: str, flops: FlopsFn, doc: str) -> OpSchema:
-    return schema(op, since, "X", outputs, infer, kernel, attrs=extra, flops=flops, doc=doc)
+    return schema(op, since, "X", outputs, infer, kernel, attrs=extra, flops=flops, doc=doc,
+                  formats=POOL)
 
 
 SCHEMAS = [

@@ -18,7 +18,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ...errors import ShapeError
+from .. import formats as F
 from ..graph import Dim, TensorType
+from ..layout import native
 from ..registry import Call, InferFn, KernelFn, OpSchema
 from ._common import (
     UNKNOWN,
@@ -142,10 +144,18 @@ def _reduce(op: str, since: int, fn: Reducer, from_input: bool, flops: int,
     attrs += ([attr("noop_with_empty_axes", "int", 0)] if from_input
               else [attr("axes", "ints")])
     return schema(op, since, "data axes:i64?" if from_input else "data", "reduced", infer,
-                  kernel, attrs=attrs,
+                  kernel, attrs=attrs, formats=REDUCE_5HD,
                   flops=lambda ins, outs, call: flops * numel_of(at(ins, 0)),
                   doc=doc + (" (axes input)" if from_input else " (axes attribute)"))
 
+
+def _kept(types: Types, call: Call) -> str | None:
+    return None if iattr(call, "keepdims", 1) else "keepdims=0 changes the rank"
+
+
+# A reduction of an NC1HWC0 tensor that keeps its dims: over C it is a reduction over C1
+# and C0 (the padded channels left out), over H and W one per channel.
+REDUCE_5HD = native(F.NC1HWC0, "", when=_kept)
 
 REDUCERS: list[tuple[str, int, Reducer, int, str]] = [
     ("ReduceSum", 13, _sum, 1, "sum over axes"),
