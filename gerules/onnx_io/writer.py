@@ -84,7 +84,8 @@ def plain_boundaries(graph: Graph) -> Graph:
         t = v.type
         plain = f"{name}/plain"
         shape = tuple(int(d) for d in t.shape or ())
-        inits[plain] = np.ascontiguousarray(formats.from_format(inits.pop(name), t.format, shape))
+        held_array = materialize(inits.pop(name))  # a deferred weight computed now
+        inits[plain] = np.ascontiguousarray(formats.from_format(held_array, t.format, shape))
         nodes.append(_transfer(plain, name, formats.name(formats.ND, t.rank), t.format_name))
     renamed: dict[str, str] = {}
     inputs = []
