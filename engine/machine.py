@@ -21,6 +21,8 @@ Invariants:
   ``since`` (the caller restricts their candidate roots instead).
 - Only register numbers, ``repr``'d op and attribute names enter generated source; attribute
   constants are passed through the function's namespace.
+- The function is generated on the first search that has a root class to start from, so a
+  pattern whose root op never appears in the e-graph costs no code generation.
 """
 
 from __future__ import annotations
@@ -204,7 +206,8 @@ class Pattern:
         classes = tuple(sorted(comp.class_slot, key=comp.class_slot.__getitem__))
         self.layout = Layout({**comp.class_slot, **comp.attr_slot}, comp.node_slot, classes,
                              comp.size)
-        self._search = _Codegen(comp.instrs, comp.size).build()
+        self._instrs, self._size = comp.instrs, comp.size
+        self._search: Search | None = None  # generated on the first search with a root
         self._dedup = any(i[0] == "bind" and i[7] for i in comp.instrs)
 
     def search(
@@ -212,8 +215,13 @@ class Pattern:
     ) -> list[Match]:
         """Matches in a clean e-graph rooted at ``candidates`` (default: every class) that use
         an e-node stamped after ``since`` (default: all matches)."""
+        roots = self.root_classes(egraph, candidates)
+        if not roots:
+            return []
+        if self._search is None:
+            self._search = _Codegen(self._instrs, self._size).build()
         out: list[Match] = []
-        self._search(egraph.class_map, self.root_classes(egraph, candidates), since, out)
+        self._search(egraph.class_map, roots, since, out)
         return list(dict.fromkeys(out)) if self._dedup else out
 
     def root_classes(self, egraph: EGraph, candidates: Iterable[int] | None) -> Iterable[int]:

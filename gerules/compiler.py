@@ -416,7 +416,8 @@ def compile_model(graph: Graph, options: CompileOptions, output: str | Path, *,
     model = NpuCostModel(profile, registry, small_channel=options.enable_small_channel,
                          layout=options.optimize_options().layout)
     with phase("optimize"):
-        optimized, opt_report = optimize(graph, options.optimize_options(), registry)
+        optimized, opt_report = optimize(graph, options.optimize_options(), registry,
+                                         deferred=True)
         optimized, impl = implmode.select(optimized, options.op_select_implmode,
                                           options.optypelist_for_implmode)
         if impl:

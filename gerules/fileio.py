@@ -9,6 +9,12 @@ files, SoC profiles, archives):
 - ``read_input`` reads at most ``limit`` bytes *while reading* (a size from ``stat`` is only a
   hint: ``/proc`` files say 0 and a file can grow), so no input makes us allocate more than its
   cap; an input over its cap is refused with the cap in the message.
+- ``map_input`` is the same check with the file mapped read-only instead of read (large
+  models: their weights then stay in the page cache, not in this process's memory). The
+  mapping covers the size ``fstat`` gave the open descriptor, at most ``limit``: a file that
+  grows later is not seen, a file that is not mappable is read instead. A mapped file that
+  another process *truncates* while we read it ends this process with SIGBUS, as with any
+  memory map (docs/SECURITY.md).
 - Every refusal is a ``GeError`` of the caller's ``kind`` naming the path as the caller shows
   it: ``no such file``, ``is a folder``, ``is a named pipe (FIFO)``, ``permission denied``...
 - ``inside(path, roots)`` is the one confinement check (includes, archives' members): the path
@@ -45,6 +51,7 @@ import contextlib
 import contextvars
 import errno
 import functools
+import mmap
 import os
 import signal
 import stat
@@ -182,6 +189,28 @@ def read_input(path: str | os.PathLike[str], *, limit: int, what: str = "a file"
     fd = open_input(path, what=what, kind=kind, label=where, roots=roots)
     try:
         return read_fd(fd, limit, where=where, what=what, kind=kind, hint=hint)
+    finally:
+        os.close(fd)
+
+
+def map_input(path: str | os.PathLike[str], *, limit: int, what: str = "a file",
+              kind: type[GeError] = ModelError, label: str | None = None,
+              hint: str = "") -> mmap.mmap | bytes:
+    """The regular file at ``path`` mapped read-only, at most ``limit`` bytes (``b""`` when
+    it is empty; its bytes, through ``read_fd``, when it cannot be mapped)."""
+    where = label if label is not None else os.fspath(path)
+    fd = open_input(path, what=what, kind=kind, label=where)
+    try:
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise kind(f"has {size} bytes; {what} may have at most {_size_text(limit)}{hint}",
+                       file=where)
+        if size == 0:
+            return read_fd(fd, limit, where=where, what=what, kind=kind, hint=hint)
+        try:
+            return mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):  # a file system without mmap: read it
+            return read_fd(fd, limit, where=where, what=what, kind=kind, hint=hint)
     finally:
         os.close(fd)
 

@@ -41,6 +41,7 @@ from ..ir.graph import Dim, Graph, Node, TensorType, Value
 from ..ir.infer import infer_node
 from ..ir.registry import MAX_OPSET, OpSchema, Registry, default_registry
 from ..ir.verify import verify
+from ..ir.weights import materialize
 from . import checks
 from .handles import (
     Input,
@@ -253,7 +254,8 @@ class GraphBuilder:
         for v in graph.inputs:
             builder._inputs.append(v)
             builder._types[v.name] = v.type
-        for cname, array in graph.initializers.items():
+        for cname, weight in graph.initializers.items():
+            array = materialize(weight)
             if cname in builder._types:  # a graph input with a default value
                 builder._initializers[cname] = array
             else:

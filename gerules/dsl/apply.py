@@ -24,6 +24,7 @@ import numpy as np
 from ..engine import EGraph, ENode
 from ..errors import GeError
 from ..ir.graph import TensorType
+from ..ir.weights import Deferred
 from ..terms.terms import (
     ABSENT,
     OUTPUTS_ATTR,
@@ -226,7 +227,8 @@ def emit(egraph: EGraph, p: Prepared, memo: dict[int, int] | None = None) -> int
     if p.kind == "class":
         cid = int(p.value)
     elif p.kind == "const":
-        cid = int(add_const(egraph, np.asarray(p.value), dict(p.attrs).get("type")))
+        cid = int(add_const(egraph, p.value if isinstance(p.value, Deferred)
+                            else np.asarray(p.value), dict(p.attrs).get("type")))
     elif p.kind == "absent":
         cid = int(egraph.add(ENode(ABSENT, (), ())))
     elif p.kind == "proj":

@@ -4,7 +4,8 @@ Shared by the soundness check (on synthetic values) and the compiler (on matched
 so both build exactly the same right side.
 
 Invariants:
-- ``input_constant(value, like)`` gives an array: arrays keep their dtype; Python numbers
+- ``input_constant(value, like)`` gives a weight: arrays (and deferred constants, left
+  uncomputed) keep their dtype; Python numbers
   and lists take the dtype ``like`` (the dtype of a sibling operand, so ``Mul(x, 0.5)``
   multiplies by a scalar of x's type), else int64 for integers and float32 for floats.
 - ``attr_value(spec, value)`` gives a value of the attribute's kind or raises
@@ -21,6 +22,7 @@ import numpy as np
 
 from ..ir.dtypes import ONNX_CODES
 from ..ir.registry import AttrSpec
+from ..ir.weights import Deferred, Weight
 from .values import DType, EvalError, Tensor, kind
 
 
@@ -28,11 +30,11 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (bool, int, float, np.generic)) and not isinstance(value, str)
 
 
-def input_constant(value: Any, like: str | None) -> np.ndarray:
-    """``value`` as a constant input array (see the module invariants for its dtype)."""
+def input_constant(value: Any, like: str | None) -> Weight:
+    """``value`` as a constant input (see the module invariants for its dtype)."""
     if isinstance(value, Tensor):
-        return value.array()
-    if isinstance(value, np.ndarray):
+        return value.weight()
+    if isinstance(value, np.ndarray | Deferred):
         return value
     if isinstance(value, DType):
         raise EvalError(f"an element type ({value}) is not a tensor")

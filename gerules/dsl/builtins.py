@@ -391,7 +391,7 @@ def copy_dims(target: Any, shape: Any) -> tuple[int, ...]:
     with every entry that equals the input's dim at the same place replaced by 0, which
     Reshape reads as "copy that dim"; fails when no entry changes or one stays unknown."""
     if isinstance(target, Tensor) and target.value is not None:
-        entries: tuple[Any, ...] = tuple(int(v) for v in target.value.reshape(-1))
+        entries: tuple[Any, ...] = tuple(int(v) for v in target.array().reshape(-1))
     elif isinstance(target, Tensor) and target.dims is not None:
         entries = target.dims
     else:

@@ -49,6 +49,7 @@ from ..engine import (
 )
 from ..engine.schedule import Step
 from ..ir.registry import Registry
+from ..ir.weights import Deferred
 from ..terms.terms import ABSENT, OUTPUTS_ATTR, PROJ, class_value, hashable_attr, ir_attr
 from . import ast, program
 from .apply import Builder, PrepareError, emit, tensor_of
@@ -152,14 +153,17 @@ class MatchEnv:
 
 class LiteralCheck:
     """The class bound to ``name`` holds a constant equal to the pattern's literal; any other
-    class is no match at all (``Reject.miss``), not a rejected one."""
+    class is no match at all (``Reject.miss``), not a rejected one. A deferred constant (a
+    large folded weight, ``ir.weights``) is not computed to be compared: it is no match, so
+    at worst a simplification is missed, never made wrongly."""
 
     def __init__(self, name: str, value: Any, text: str) -> None:
         self.name, self.value, self.reason = name, value, f"pattern constant {text}"
 
     def __call__(self, egraph: EGraph, root: int, subst: Subst) -> Subst | Reject:
         array = class_value(egraph, int(subst[self.name]))
-        if array is not None and matches_literal(np.asarray(array), self.value):
+        if (array is not None and not isinstance(array, Deferred)
+                and matches_literal(np.asarray(array), self.value)):
             return subst
         return Reject(self.reason, miss=True)
 

@@ -28,7 +28,7 @@ from importlib.resources import as_file, files
 from pathlib import Path
 
 from ..fileio import inside
-from . import ast
+from . import ast, cache
 from .errors import RuleError
 from .parser import parse_text
 from .source import read_source
@@ -82,9 +82,17 @@ class RuleLibrary:
 
 
 @lru_cache(maxsize=256)
-def _parse(text: str, display: str) -> ast.RuleFile:
-    """``parse_text``, once per text and name (the shipped files are read by every run)."""
-    return parse_text(text, display)
+def _parse(text: str, display: str, shipped: bool) -> ast.RuleFile:
+    """``parse_text``, once per text and name; a shipped file's tree is also kept between
+    processes (``dsl.cache``: every command reads the shipped library)."""
+    if shipped:
+        found = cache.parsed(text, display)
+        if found is not None:
+            return found
+    tree = parse_text(text, display)
+    if shipped:
+        cache.keep(tree)
+    return tree
 
 
 def shipped_root() -> Path:
@@ -138,8 +146,10 @@ class _Loader:
         if real in self.done:
             return
         self.done.add(real)
+        shipped = real.is_relative_to(self.root)
         parsed = _parse(read_source(path, display, opened_at,
-                                    self.roots if opened_at is not None else None), display)
+                                    self.roots if opened_at is not None else None),
+                        display, shipped)
         for inc in (i for i in parsed.items if isinstance(i, ast.Include)):
             try:
                 target, shown = resolve_include(inc, path, display)
@@ -149,7 +159,7 @@ class _Loader:
                 self.errors.append(e.attach({display: parsed.source}))
         self.files.append(parsed)
         self.origin[display] = top
-        if real.is_relative_to(self.root):
+        if shipped:
             self.shipped.add(display)
 
     def confine(self, inc: ast.Include, target: Path, display: str) -> None:

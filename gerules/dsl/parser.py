@@ -3,7 +3,8 @@
 Invariants:
 - The grammar is read from ``gerules.grammar/ger.lark`` with ``importlib.resources``, built
   once per process; its tables are kept between processes as JSON in a private per-user
-  folder (``grammar_cache``; never Lark's pickle cache).
+  folder (``dsl.cache``; never Lark's pickle cache). Lark is imported only when a text is
+  parsed (a process whose shipped rules all come from ``dsl.cache`` never imports it).
 - ``parse_text`` raises only ``RuleError``: source limits (``source.check_text``), syntax
   errors (``syntax.syntax_error``) and transformer refusals (depth, integer size).
 - Parsing is iterative end to end (LALR stack, ``Transformer_NonRecursive``), so the depth of
@@ -15,16 +16,15 @@ from __future__ import annotations
 import logging
 from functools import cache
 from importlib.resources import files
-
-from lark import Lark
-from lark.exceptions import UnexpectedInput
+from typing import TYPE_CHECKING
 
 from . import ast
+from .cache import load_parser
 from .errors import RuleError
-from .grammar_cache import load_parser
 from .source import check_text
-from .syntax import syntax_error
-from .transform import ToAst
+
+if TYPE_CHECKING:
+    from lark import Lark
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,11 @@ def lark_parser() -> Lark:
 
 def parse_text(text: str, file: str = "<string>") -> ast.RuleFile:
     """Parse `.ger` ``text``; errors name ``file``. Raises ``RuleError``."""
+    from lark.exceptions import UnexpectedInput
+
+    from .syntax import syntax_error
+    from .transform import ToAst
+
     check_text(text, file)
     lark = lark_parser()
     try:

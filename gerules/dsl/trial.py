@@ -111,7 +111,8 @@ def _result(instance: Graph, low: Lowered, rhs: tuple[int, ...], registry: Regis
     lowered = dataclasses.replace(low, roots={**kept, **{v.name: egraph.find(c) for v, c in
                                                          zip(rooted, rhs, strict=True)}})
     try:
-        graph = verify(raise_graph(instance, lowered, ext), registry)
+        # folded weights computed now: the verifier reads every constant of a right side
+        graph = verify(raise_graph(instance, lowered, ext).materialized(), registry)
     except GeError as e:
         return Applied(True, None, "", f"the right side is not a valid graph: {e}", left, right)
     return Applied(True, graph, left=left, right=right)

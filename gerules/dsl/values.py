@@ -7,7 +7,11 @@ type of its e-class and its constant value when known).
 Invariants:
 - Arithmetic on arrays runs the op registry's kernels (Add, Sub, Mul, Div, Pow, Neg and the
   unary math built-ins), elementwise; tuples and tensors become arrays first; on two plain
-  numbers it is Python's. ``==`` and
+  numbers it is Python's. A result over ``ir.weights.DEFER_BYTES`` (a folded weight,
+  ``w * bcast(s, rank(w), axis=0)``) is a ``Deferred`` constant: its type now, its values
+  computed by the same kernel when the ``.om`` is written, if it is kept. Anything but
+  arithmetic that reads a deferred value (a guard such as ``all(abs(w2) < inf)``) computes it
+  then and drops it. ``==`` and
   ``!=`` between two non-array values compare whole values (``shape(a) == shape(b)`` is a
   bool); with an array on either side they are elementwise. An element type equals its
   ONNX code (``f32 == 1``), so Cast's ``to`` attribute compares with ``f32``.
@@ -30,6 +34,7 @@ import numpy as np
 from ..errors import GeError
 from ..ir.dtypes import ONNX_CODES
 from ..ir.graph import TensorType
+from ..ir.weights import DEFER_BYTES, Deferred, Weight, materialize
 
 MAX_ELEMENTS = 1 << 24
 INT_LIMIT = 1 << 63
@@ -55,10 +60,15 @@ class Tensor:
 
     name: str
     type: TensorType | None
-    value: np.ndarray | None = None
+    value: Weight | None = None
     dims: tuple[int | str | None, ...] | None = None  # symbolic value of a shape tensor
 
     def array(self) -> np.ndarray:
+        """The constant value (a deferred one computed now)."""
+        return materialize(self.weight())
+
+    def weight(self) -> Weight:
+        """The constant value as it is held (a deferred one not computed)."""
         if self.value is None:
             raise EvalError(f"{self.name} is not a constant")
         if self.type is not None and self.type.format != "ND":
@@ -71,7 +81,7 @@ def kind(value: Any) -> str:
     """A short description of a value's kind for messages."""
     if isinstance(value, Tensor):
         return f"tensor {value.name}"
-    if isinstance(value, np.ndarray):
+    if isinstance(value, np.ndarray | Deferred):
         return f"array of shape {list(value.shape)}"
     if value is None:
         return "none"
@@ -84,6 +94,8 @@ def to_array(value: Any) -> np.ndarray:
         return value.array()
     if isinstance(value, np.ndarray):
         return value
+    if isinstance(value, Deferred):
+        return value.materialize()
     if isinstance(value, (bool, int, float, np.generic)):
         return np.asarray(value)
     if isinstance(value, tuple) and all(isinstance(v, (int, float, np.generic)) for v in value):
@@ -92,7 +104,7 @@ def to_array(value: Any) -> np.ndarray:
 
 
 def is_array_like(value: Any) -> bool:
-    return isinstance(value, (np.ndarray, Tensor))
+    return isinstance(value, (np.ndarray, Tensor, Deferred))
 
 
 def check_int(value: Any) -> Any:
@@ -102,8 +114,9 @@ def check_int(value: Any) -> Any:
     return value
 
 
-def check_size(*shapes: tuple[int, ...]) -> None:
-    """Refuse shapes that do not broadcast or whose broadcast is too large."""
+def check_size(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """The broadcast shape; refuses shapes that do not broadcast or whose broadcast is too
+    large."""
     try:
         out = np.broadcast_shapes(*shapes)
     except ValueError:
@@ -111,6 +124,7 @@ def check_size(*shapes: tuple[int, ...]) -> None:
                         "do not broadcast") from None
     if int(np.prod(out, dtype=np.int64)) > MAX_ELEMENTS:
         raise EvalError(f"result would hold more than {MAX_ELEMENTS} elements")
+    return tuple(int(d) for d in out)
 
 
 def _scalar(value: Any) -> bool:
@@ -168,13 +182,14 @@ def arithmetic(op: str, a: Any, b: Any) -> Any:
         except (OverflowError, ZeroDivisionError) as e:
             raise EvalError(str(e)) from None
     x, y = _operand(a), _operand(b)
-    check_size(np.shape(x), np.shape(y))
-    if op == "**" and np.asarray(x).dtype.kind in "iu" and np.any(np.asarray(y) < 0):
+    shape = check_size(np.shape(x), np.shape(y))
+    if op == "**" and _dtype_of(x).kind in "iu" and np.any(to_array(y) < 0):
         raise EvalError("integers cannot be raised to negative powers")
     if op in KERNELS:
-        return kernel(KERNELS[op], *same_dtype(x, y, keep_second=op == "**"))
+        return _elementwise(KERNELS[op], x, y, shape, keep_second=op == "**")
     with np.errstate(all="ignore"):
-        return fn(x, y)
+        return fn(to_array(x) if isinstance(x, Deferred) else x,
+                  to_array(y) if isinstance(y, Deferred) else y)
 
 
 KERNELS = {"+": "Add", "-": "Sub", "*": "Mul", "/": "Div", "**": "Pow"}
@@ -187,6 +202,30 @@ def same_dtype(x: Any, y: Any, keep_second: bool = False) -> tuple[np.ndarray, n
     xa = np.asarray(x, dtype=target)
     ya = np.asarray(y) if keep_second and not _scalar(y) else np.asarray(y, dtype=target)
     return xa, ya
+
+
+def _dtype_of(value: Any) -> np.dtype[Any]:
+    return value.dtype if isinstance(value, np.ndarray | Deferred) else np.asarray(value).dtype
+
+
+def _elementwise(op: str, x: Any, y: Any, shape: tuple[int, ...], keep_second: bool) -> Any:
+    """``kernel(op, *same_dtype(x, y))``, deferred when the result is over ``DEFER_BYTES``."""
+    proto = [v if _scalar(v) else _dtype_of(v) for v in (x, y)]
+    dtype = np.result_type(*proto)
+    size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if size <= DEFER_BYTES:
+        return kernel(op, *same_dtype(to_array(x) if isinstance(x, Deferred) else x,
+                                      to_array(y) if isinstance(y, Deferred) else y,
+                                      keep_second=keep_second))
+    slots = [v for v in (x, y) if not _scalar(v)]
+
+    def compute(*arrays: np.ndarray) -> np.ndarray:
+        given = iter(arrays)
+        a, b = (v if _scalar(v) else next(given) for v in (x, y))
+        return kernel(op, *same_dtype(a, b, keep_second=keep_second))
+
+    label = f"{op}({', '.join(repr(v) if _scalar(v) else '_' for v in (x, y))})"
+    return Deferred(dtype, shape, compute, slots, label)
 
 
 def kernel(op: str, *inputs: np.ndarray) -> np.ndarray:
@@ -202,8 +241,13 @@ def kernel(op: str, *inputs: np.ndarray) -> np.ndarray:
 
 
 def _operand(value: Any) -> Any:
-    """Python scalars stay scalars (weak in dtype promotion); anything else an array."""
-    return value if _scalar(value) else to_array(value)
+    """Python scalars stay scalars (weak in dtype promotion); a deferred constant stays
+    deferred; anything else an array."""
+    if _scalar(value) or isinstance(value, Deferred):
+        return value
+    if isinstance(value, Tensor):
+        return value.weight()
+    return to_array(value)
 
 
 def negate(value: Any) -> Any:

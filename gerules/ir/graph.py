@@ -6,12 +6,11 @@ Invariants (checked by ``gerules.ir.verify.verify``):
 - An input name ``""`` stands for an omitted optional input; output names are never empty.
 - Shapes hold ``int`` dims and ``str`` symbolic dims (the same name means the same size);
   ``shape is None`` means the rank itself is unknown.
-- Initializers are read-only NumPy arrays; ``content_key`` addresses them by content so
-  identical weights can be stored once. The key of a read-only array is computed once and
-  kept beside it (a table keyed by the array's identity, whose entry goes when the array
-  does), so dedupe, planning and the ``.om`` writer never hash a weight twice; and they hash
-  only arrays whose ``fingerprint`` (dtype, shape and a few sampled elements, O(1)) equals
-  another's, so most weights are never hashed at all.
+- Initializers are weights (``ir.weights``): read-only NumPy arrays (views of the model
+  file's memory map when loaded from a file) or ``Deferred`` constants (folded weights not
+  computed yet; only the compiler's graphs between optimization and the ``.om`` hold them:
+  ``materialized()`` computes them). ``weights.content_key`` addresses weights by content so
+  identical ones are stored once.
 - Domain ``""`` is ai.onnx; fused NPU ops live in domain ``"ge"``.
 - ``functions`` holds the composite ops (``ir.composite``) the nodes use, with what they use,
   so a graph (and the ``.om`` or ONNX file written from it) runs without the rule files.
@@ -24,8 +23,6 @@ Invariants (checked by ``gerules.ir.verify.verify``):
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -37,6 +34,7 @@ from .attrs import EMPTY, Attrs
 from .dtypes import DType, itemsize
 from .formats import ND, physical_shape
 from .formats import name as format_name
+from .weights import Deferred, Weight, content_key, materialize
 
 if TYPE_CHECKING:
     from .composite import CompositeOp
@@ -175,7 +173,10 @@ def _frozen_map(items: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return MappingProxyType(dict(items or {}))
 
 
-def _readonly(array: np.ndarray) -> np.ndarray:
+def _readonly(array: Weight) -> Weight:
+    if isinstance(array, Deferred):
+        return array
+    array = np.asarray(array)
     if array.flags.writeable:
         array = np.array(array, copy=True)
         array.setflags(write=False)
@@ -189,7 +190,7 @@ class Graph:
     nodes: tuple[Node, ...]
     inputs: tuple[Value, ...]
     outputs: tuple[Value, ...]
-    initializers: Mapping[str, np.ndarray] = field(default_factory=dict)
+    initializers: Mapping[str, Weight] = field(default_factory=dict)
     value_info: Mapping[str, Value] = field(default_factory=dict)
     name: str = "graph"
     opset: Mapping[str, int] = field(default_factory=lambda: {"": 17})
@@ -200,7 +201,7 @@ class Graph:
         object.__setattr__(self, "nodes", tuple(self.nodes))
         object.__setattr__(self, "inputs", tuple(self.inputs))
         object.__setattr__(self, "outputs", tuple(self.outputs))
-        inits = {k: _readonly(np.asarray(v)) for k, v in self.initializers.items()}
+        inits = {k: _readonly(v) for k, v in self.initializers.items()}
         object.__setattr__(self, "initializers", _frozen_map(inits))
         object.__setattr__(self, "value_info", _frozen_map(self.value_info))
         object.__setattr__(self, "opset", _frozen_map(self.opset))
@@ -209,6 +210,18 @@ class Graph:
 
     def replace(self, **changes: Any) -> Graph:
         return dataclasses.replace(self, **changes)
+
+    @property
+    def deferred(self) -> bool:
+        """Whether some initializer is a ``Deferred`` constant not computed yet."""
+        return any(isinstance(v, Deferred) for v in self.initializers.values())
+
+    def materialized(self) -> Graph:
+        """This graph with every deferred initializer computed (itself when there is none)."""
+        if not self.deferred:
+            return self
+        return self.replace(initializers={k: materialize(v)
+                                          for k, v in self.initializers.items()})
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -266,73 +279,6 @@ class Graph:
         for n in self.nodes:
             counts[n.qualified_op] = counts.get(n.qualified_op, 0) + 1
         return dict(sorted(counts.items()))
-
-
-# id(array) -> (a weak reference to it, its key); an entry leaves when its array is freed.
-_KEYS: dict[int, tuple[weakref.ref[np.ndarray], str]] = {}
-
-
-def content_key(array: np.ndarray) -> str:
-    """A content address for a weight: SHA-256 over dtype, shape and bytes.
-
-    Read-only arrays are hashed once: the key is kept while the array lives (weights are
-    read-only and never mutated, see the module docstring). A writeable array is hashed on
-    every call, since its bytes may change.
-    """
-    if array.flags.writeable:
-        return _digest(array)
-    hit = _KEYS.get(id(array))
-    if hit is not None and hit[0]() is array:
-        return hit[1]
-    key = _digest(array)
-    ident = id(array)
-    _KEYS[ident] = (weakref.ref(array, lambda _: _KEYS.pop(ident, None)), key)
-    return key
-
-
-def _digest(array: np.ndarray) -> str:
-    h = hashlib.sha256()
-    h.update(array.dtype.str.encode())
-    h.update(repr(tuple(array.shape)).encode())
-    if array.size:  # hashed in place: no copy unless the array is not contiguous
-        h.update(byte_view(array))
-    return h.hexdigest()
-
-
-def byte_view(array: np.ndarray) -> memoryview:
-    """The bytes of ``array`` in C order, without a copy when it is contiguous."""
-    return np.ascontiguousarray(array).reshape(-1).view(np.uint8).data
-
-
-FINGERPRINT_SAMPLES = 32
-
-
-def fingerprint(array: np.ndarray) -> tuple[str, tuple[int, ...], bytes]:
-    """dtype, shape and ``FINGERPRINT_SAMPLES`` evenly spaced elements: equal contents give
-    equal fingerprints; different fingerprints mean different contents (``content_key``
-    decides between equal ones)."""
-    flat = array.reshape(-1)
-    if flat.size > FINGERPRINT_SAMPLES:
-        flat = flat[np.linspace(0, flat.size - 1, FINGERPRINT_SAMPLES).astype(np.intp)]
-    return array.dtype.str, tuple(array.shape), np.ascontiguousarray(flat).tobytes()
-
-
-def unique_arrays(arrays: Iterable[np.ndarray]) -> tuple[list[np.ndarray], dict[int, int]]:
-    """The arrays with content duplicates removed (first occurrences kept, in order), and
-    ``id(array) -> position`` in that list for every array given. Only arrays whose
-    fingerprint equals another's are hashed (``content_key``)."""
-    distinct = list({id(a): a for a in arrays}.values())
-    groups: dict[tuple[str, tuple[int, ...], bytes], list[np.ndarray]] = {}
-    for a in distinct:
-        groups.setdefault(fingerprint(a), []).append(a)
-    first: dict[int, np.ndarray] = {}  # id(array) -> the first array with its content
-    for group in groups.values():
-        seen: dict[str, np.ndarray] = {}
-        for a in group:
-            first[id(a)] = seen.setdefault(content_key(a), a) if len(group) > 1 else a
-    unique = [a for a in distinct if first[id(a)] is a]
-    where = {id(a): k for k, a in enumerate(unique)}
-    return unique, {ident: where[id(rep)] for ident, rep in first.items()}
 
 
 def free_names(graph: Graph) -> tuple[str, ...]:

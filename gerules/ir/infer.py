@@ -37,7 +37,8 @@ class _Env:
         for name, arr in graph.initializers.items():
             if name not in self.types:  # a graph input shadows its initializer (a default)
                 self.types[name] = initializer_type(graph, name, arr)
-                self.consts[name] = arr
+                if isinstance(arr, np.ndarray):  # a deferred weight is never computed here
+                    self.consts[name] = arr
         self._fresh = itertools.count()
 
     def fresh(self, shape: Shape | None) -> Shape | None:
@@ -46,7 +47,7 @@ class _Env:
         return tuple(f"unk{next(self._fresh)}" if d == "?" else d for d in shape)
 
 
-def initializer_type(graph: Graph, name: str, arr: np.ndarray) -> TensorType:
+def initializer_type(graph: Graph, name: str, arr: Weight) -> TensorType:
     """An initializer's type: its array's, or the formatted type ``value_info`` records for a
     weight held in a blocked format (its array is then the physical one)."""
     declared = graph.value_info.get(name)

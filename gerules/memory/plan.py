@@ -27,8 +27,9 @@ from types import MappingProxyType
 from typing import Any
 
 from ..errors import ModelError
-from ..ir.graph import Graph, unique_arrays
+from ..ir.graph import Graph
 from ..ir.registry import Registry, default_registry
+from ..ir.weights import unique_arrays
 from .liveness import ALIGNMENT, Liveness, alias_sources, analyze
 from .offsets import arena_size, first_fit, greedy_by_size
 from .schedule import memory_aware_order

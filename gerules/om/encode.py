@@ -5,7 +5,7 @@ Invariants:
   ``"nan"``, ``"inf"``, ``"-inf"``); ``decode`` reads back an equal graph, equal attributes
   (attribute tensors included) and equal plans.
 - Weights (initializers and attribute tensors) are stored once per content
-  (``gerules.ir.graph.unique_arrays``: hashed only when fingerprints are equal); the
+  (``gerules.ir.weights.unique_arrays``: hashed only when fingerprints are equal); the
   table gives each blob's dtype, shape, offset in the
   WEIGHTS section (a multiple of 64) and byte size.
 - Names are checked with ``check_name`` before anything is written, so the writer never
@@ -26,7 +26,8 @@ from ..ir.attrs import AttrValue
 from ..ir.composite import AttrRef, CompositeOp
 from ..ir.dtypes import ONNX_CODES
 from ..ir.formats import ND
-from ..ir.graph import UNTYPED, Graph, Node, TensorType, Value, unique_arrays
+from ..ir.graph import UNTYPED, Graph, Node, TensorType, Value
+from ..ir.weights import Weight, unique_arrays
 from .contents import OmContents, Variant
 from .format import ALIGN, pad
 from .names import check_name
@@ -36,7 +37,7 @@ from .names import check_name
 class Blobs:
     """The unique weights in file order, with their offsets in the WEIGHTS section."""
 
-    arrays: tuple[np.ndarray, ...]
+    arrays: tuple[Weight, ...]
     offsets: tuple[int, ...]
     index: Mapping[int, int]  # id() of every weight array in the graph -> blob number
     size: int  # bytes of the WEIGHTS section, padding included
@@ -57,9 +58,9 @@ def collect_blobs(graph: Graph, groups: Sequence[Sequence[int]] = ()) -> Blobs:
     return Blobs(tuple(unique), tuple(offsets), index, at)
 
 
-def _all_tensors(graph: Graph) -> list[np.ndarray]:
+def _all_tensors(graph: Graph) -> list[Weight]:
     """Initializers and attribute tensors, of subgraphs too."""
-    found = list(graph.initializers.values())
+    found: list[Weight] = list(graph.initializers.values())
     bodies = [n for f in graph.functions for n in f.nodes]
     for node in (*graph.nodes, *bodies):
         for v in node.attrs.values():
@@ -70,8 +71,8 @@ def _all_tensors(graph: Graph) -> list[np.ndarray]:
     return found
 
 
-def _by_stage(graph: Graph, groups: Sequence[Sequence[int]]) -> list[np.ndarray]:
-    found: list[np.ndarray] = []
+def _by_stage(graph: Graph, groups: Sequence[Sequence[int]]) -> list[Weight]:
+    found: list[Weight] = []
     for group in groups:
         for k in group:
             node = graph.nodes[k]

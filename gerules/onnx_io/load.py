@@ -1,6 +1,6 @@
 """``load_model``: bytes or a path in, a verified and shape-inferred ``Graph`` out.
 
-Steps: read the file (``fileio.read_input``: a regular file under protobuf's 2 GiB limit) ->
+Steps: map the file (``fileio.map_input``: a regular file under protobuf's 2 GiB limit) ->
 name non-ONNX formats by their magic -> parse -> the budgets (``check_sizes``: nodes, outputs
 per node, declared bytes of all weights) -> convert (``reader``) -> put nodes in topological
 order when they are not -> ``verify`` (SSA, dangling inputs, cycles, op signatures, shapes).
@@ -13,20 +13,25 @@ Invariants:
   a folder is known: loading bytes that use external data needs ``base_dir``.
 - The returned graph satisfies ``gerules.ir.verify.verify`` and has ``value_info`` for every
   node output.
+- A model file is memory-mapped, not read: ``raw_data`` weights are read-only views of the
+  mapping, so they take no memory of this process until touched, and the pages a pass
+  touched can be given back (``ir.weights.release``).
 """
 
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 from pathlib import Path
 
 from ..budgets import DEFAULT, Budgets
 from ..errors import GeError, ModelError
-from ..fileio import read_input
+from ..fileio import map_input, read_input
 from ..ir import dtypes
 from ..ir.graph import Graph
 from ..ir.verify import toposort, verify
+from ..ir.weights import release_mapping
 from .external import read_external
 from .proto import TENSOR, ModelProto, TensorProto, parse_model
 from .reader import model_to_graph
@@ -38,6 +43,7 @@ log = logging.getLogger(__name__)
 
 PROTOBUF_LIMIT = 2**31 - 1  # protobuf cannot parse a message of 2 GiB or more
 Source = str | os.PathLike[str] | bytes | bytearray | memoryview
+Data = bytes | mmap.mmap
 
 
 def load_model(source: Source, *, base_dir: str | os.PathLike[str] | None = None,
@@ -48,51 +54,65 @@ def load_model(source: Source, *, base_dir: str | os.PathLike[str] | None = None
     folder; required for bytes that use external data). ``budgets`` bounds each tensor, all
     weights together, the node count and the outputs of one node (``gerules.budgets``).
     """
+    data: Data
     if isinstance(source, bytes | bytearray | memoryview):
         label, data = "<bytes>", bytes(source)
     else:
-        label, data = str(source), read_file(source)
+        label, data = str(source), map_file(source)
         base_dir = base_dir if base_dir is not None else Path(source).parent
     try:
         return _load(data, base_dir, budgets)
     except GeError as e:
         raise e.with_place(file=label) from None
+    finally:
+        if isinstance(data, mmap.mmap):  # the pages parsing read: the weights stay views
+            release_mapping(data)
+
+
+_LIMIT_HINT = " (a protobuf model is under 2 GiB; larger models keep weights in external data)"
 
 
 def read_file(path: str | os.PathLike[str]) -> bytes:
     """The bytes of a model file: a regular file under protobuf's 2 GiB limit."""
-    return read_input(path, limit=PROTOBUF_LIMIT, what="a model file",
-                      hint=" (a protobuf model is under 2 GiB; larger models keep weights in "
-                      "external data)")
+    return read_input(path, limit=PROTOBUF_LIMIT, what="a model file", hint=_LIMIT_HINT)
 
 
-def parse(data: bytes) -> ModelProto:
+def map_file(path: str | os.PathLike[str]) -> Data:
+    """A model file mapped read-only (``read_file``'s checks and limit)."""
+    return map_input(path, limit=PROTOBUF_LIMIT, what="a model file", hint=_LIMIT_HINT)
+
+
+SNIFF_BYTES = 1 << 16  # what the format checks look at
+
+
+def parse(data: Data) -> ModelProto:
     """The ``ModelProto`` in ``data``; non-ONNX content is named, never misparsed.
 
     Decoded by ``proto`` (ONNX's field tables over ``wire``), without the ``onnx`` package;
     ``raw_data`` fields are views of ``data``, not copies.
     """
-    if not data:
+    if not len(data):
         raise ModelError("empty file")
-    fmt = known_format(data)
+    head = bytes(data[:SNIFF_BYTES])
+    fmt = known_format(head, len(data))
     if fmt:
         raise ModelError(f"not an ONNX model: this is {fmt}")
     try:
         model = parse_model(data)
     except WireError as e:
-        kind = text_kind(data)
+        kind = text_kind(head)
         if kind:
             raise ModelError(f"not an ONNX model: this is {kind}") from None
         if e.too_deep:
             raise ModelError("nesting too deep: subgraphs inside subgraphs exceed protobuf's "
                              "limit of 100 message levels") from None
         raise ModelError(f"corrupt or truncated ONNX protobuf ({e})") from None
-    if not model.HasField("graph") and text_kind(data):
-        raise ModelError(f"not an ONNX model: this is {text_kind(data)}")
+    if not model.HasField("graph") and text_kind(head):
+        raise ModelError(f"not an ONNX model: this is {text_kind(head)}")
     return model
 
 
-def _load(data: bytes, base_dir: str | os.PathLike[str] | None, budgets: Budgets) -> Graph:
+def _load(data: Data, base_dir: str | os.PathLike[str] | None, budgets: Budgets) -> Graph:
     model = parse(data)
     check_sizes(model, budgets)
     graph = model_to_graph(model, max_bytes=budgets.tensor_bytes, external=_external(base_dir))

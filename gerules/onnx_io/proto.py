@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from .wire import Field, Message, decode
+from .wire import Buffer, Field, Message, decode
 
 # TensorProto.DataLocation and AttributeProto.AttributeType (onnx.proto)
 EXTERNAL = 1
@@ -167,7 +167,7 @@ class ModelProto(Message):
     }
 
 
-def parse_model(data: bytes) -> ModelProto:
+def parse_model(data: Buffer) -> ModelProto:
     """The ``ModelProto`` in ``data`` (raises ``wire.WireError`` on corrupt bytes)."""
     model = decode(ModelProto, data)
     assert isinstance(model, ModelProto)

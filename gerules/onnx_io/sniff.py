@@ -34,8 +34,10 @@ _PICKLE_PROTOCOLS = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")
 _TORCH_HINT = "a PyTorch checkpoint? export the model with torch.onnx.export"
 
 
-def known_format(data: bytes) -> str | None:
-    """The name of a non-ONNX format ``data`` starts like, or ``None``."""
+def known_format(data: bytes, size: int | None = None) -> str | None:
+    """The name of a non-ONNX format ``data`` starts like, or ``None``. ``data`` may be the
+    head of a file of ``size`` bytes (at least its first 64 KiB)."""
+    size = len(data) if size is None else size
     for magic, name in _MAGIC:
         if data.startswith(magic):
             if name == "a zip archive" and b"data.pkl" in data[:65536]:
@@ -45,16 +47,16 @@ def known_format(data: bytes) -> str | None:
         return f"a Python pickle, never loaded since unpickling runs code ({_TORCH_HINT})"
     if len(data) >= 8 and data[4:8] == b"TFL3":
         return "a TensorFlow Lite model"
-    if _is_safetensors(data):
+    if _is_safetensors(data, size):
         return "a safetensors file (weights only, no graph)"
     return None
 
 
-def _is_safetensors(data: bytes) -> bool:
+def _is_safetensors(data: bytes, size: int) -> bool:
     if len(data) < 10:
         return False
     (header_len,) = struct.unpack("<Q", data[:8])
-    return 2 <= header_len <= len(data) - 8 and data[8:10] == b'{"'
+    return 2 <= header_len <= size - 8 and data[8:10] == b'{"'
 
 
 def text_kind(data: bytes) -> str | None:

@@ -21,6 +21,7 @@ is a ``Message`` subclass with a ``FIELDS`` table; decoding follows protobuf's r
 
 from __future__ import annotations
 
+import mmap
 import struct
 import sys
 from array import array
@@ -33,6 +34,7 @@ _INT64 = 1 << 63
 _FLOAT = struct.Struct("<f")
 _DOUBLE = struct.Struct("<d")
 VARINT, FIXED64, LEN, FIXED32 = 0, 1, 2, 5
+Buffer = bytes | mmap.mmap  # the input: a file's bytes, or the file mapped (``fileio.map_input``)
 
 
 class WireError(ValueError):
@@ -99,13 +101,13 @@ def _default(f: Field) -> Any:
     return {"string": "", "bytes": b"", "view": b"", "float": 0.0, "double": 0.0}.get(f.kind, 0)
 
 
-def decode(cls: type[Message], data: bytes) -> Message:
+def decode(cls: type[Message], data: Buffer) -> Message:
     """The message of type ``cls`` that ``data`` holds."""
     view = memoryview(data)
     return _decode(cls(), data, view, 0, len(data), 1)
 
 
-def _decode(msg: Message, data: bytes, view: memoryview, pos: int, end: int,
+def _decode(msg: Message, data: Buffer, view: memoryview, pos: int, end: int,
             depth: int) -> Message:
     if depth > MAX_DEPTH:
         raise WireError(f"messages nest deeper than {MAX_DEPTH} levels", too_deep=True)
@@ -136,7 +138,7 @@ def _decode(msg: Message, data: bytes, view: memoryview, pos: int, end: int,
     return msg
 
 
-def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
+def _varint(data: Buffer, pos: int, end: int) -> tuple[int, int]:
     result = shift = 0
     while True:
         if pos >= end:
@@ -157,7 +159,7 @@ def _signed(v: int) -> int:
     return v - (1 << 64) if v >= _INT64 else v
 
 
-def _store(msg: Message, f: Field, wire: int, value: Any, data: bytes, view: memoryview,
+def _store(msg: Message, f: Field, wire: int, value: Any, data: Buffer, view: memoryview,
            depth: int) -> None:
     got = _value(f, wire, value, data, view, depth, getattr(msg, f.name))
     if got is _SKIP:
@@ -190,7 +192,7 @@ class _Many:
 _SKIP = object()
 
 
-def _value(f: Field, wire: int, value: Any, data: bytes, view: memoryview, depth: int,
+def _value(f: Field, wire: int, value: Any, data: Buffer, view: memoryview, depth: int,
            current: Any) -> Any:
     kind = f.kind
     if kind in ("int", "uint"):
@@ -231,7 +233,7 @@ def _value(f: Field, wire: int, value: Any, data: bytes, view: memoryview, depth
     return raw
 
 
-def _packed_varints(data: bytes, start: int, stop: int, *, signed: bool) -> list[int]:
+def _packed_varints(data: Buffer, start: int, stop: int, *, signed: bool) -> list[int]:
     out = []
     pos = start
     while pos < stop:

@@ -44,6 +44,7 @@ from ..ir.attrs import Attrs, AttrValue
 from ..ir.graph import UNTYPED, Graph, Node, TensorType, Value, captures
 from ..ir.infer import schema_for
 from ..ir.registry import MAX_OPSET, AttrKind, Registry, default_registry
+from ..ir.weights import materialize
 from .functions import function_protos
 from .read_functions import KIND_TYPES
 from .tensors import array_to_tensor
@@ -83,7 +84,8 @@ def plain_boundaries(graph: Graph) -> Graph:
         t = v.type
         plain = f"{name}/plain"
         shape = tuple(int(d) for d in t.shape or ())
-        inits[plain] = np.ascontiguousarray(formats.from_format(inits.pop(name), t.format, shape))
+        held_array = materialize(inits.pop(name))  # a deferred weight computed now
+        inits[plain] = np.ascontiguousarray(formats.from_format(held_array, t.format, shape))
         nodes.append(_transfer(plain, name, formats.name(formats.ND, t.rank), t.format_name))
     renamed: dict[str, str] = {}
     inputs = []
@@ -116,7 +118,8 @@ def _graph_proto(graph: Graph, registry: Registry, opset: Mapping[str, int],
         name=graph.name,
         inputs=[_value_info(v) for v in graph.inputs],
         outputs=[_value_info(v) for v in graph.outputs],
-        initializer=[array_to_tensor(a, name) for name, a in graph.initializers.items()],
+        initializer=[array_to_tensor(materialize(a), name)
+                     for name, a in graph.initializers.items()],
         value_info=[_value_info(v) for v in _intermediates(graph)],
     )
 

@@ -189,8 +189,13 @@ def rule_library(paths: Iterable[str] = (), registry: Registry | None = None
 
 
 def optimize(graph: Graph, options: OptimizeOptions | None = None,
-             registry: Registry | None = None) -> tuple[Graph, OptimizeReport]:
-    """Optimize ``graph``; returns the new graph and what was done."""
+             registry: Registry | None = None, *, deferred: bool = False
+             ) -> tuple[Graph, OptimizeReport]:
+    """Optimize ``graph``; returns the new graph and what was done.
+
+    ``deferred``: folded weights over ``ir.weights.DEFER_BYTES`` stay ``Deferred`` in the
+    result (the compiler computes each while writing the ``.om``); by default they are
+    computed before returning."""
     options = options or OptimizeOptions()
     options.check()
     registry = registry or default_registry()
@@ -221,7 +226,7 @@ def optimize(graph: Graph, options: OptimizeOptions | None = None,
               report.egraph_nodes)
     report.nodes_after, report.ops_after = len(result.nodes), result.op_counts()
     report.estimate_after = model.graph(result)
-    return result, report
+    return (result if deferred else result.materialized()), report
 
 
 def _saturate_and_extract(graph: Graph, options: OptimizeOptions, registry: Registry,

@@ -34,8 +34,9 @@ import numpy as np
 from ..cost import NpuCostModel, SocProfile, profile_for
 from ..cost.profile import DEFAULT_SOC
 from ..errors import ResourceLimit, UsageError
-from ..ir.graph import Graph, unique_arrays
+from ..ir.graph import Graph
 from ..ir.registry import Registry, default_registry
+from ..ir.weights import unique_arrays
 from ..memory.liveness import Liveness, analyze
 from . import cuts as cutlib
 

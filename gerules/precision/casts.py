@@ -36,10 +36,11 @@ from ..errors import GeError
 from ..ir.attrs import Attrs
 from ..ir.dtypes import ONNX_CODES
 from ..ir.formats import PADDED, c0
-from ..ir.graph import Graph, Node, TensorType, Value, unique_arrays
+from ..ir.graph import Graph, Node, TensorType, Value
 from ..ir.infer import infer_node, schema_for
 from ..ir.registry import Registry
 from ..ir.verify import verify
+from ..ir.weights import Weight, materialize, unique_arrays
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ class Conversion:
     weight_bytes: tuple[int, int] = (0, 0)  # bytes of those weights before, after
     overflow: int = 0  # weight values beyond the target's range (saturated to its largest)
     # estimate only: converted weight -> the source array its placeholder stands for
-    sources: dict[str, np.ndarray] = field(default_factory=dict)
+    sources: dict[str, Weight] = field(default_factory=dict)
 
 
 class _Rewriter:
@@ -188,7 +189,7 @@ class _Rewriter:
         return True
 
     def infer(self, node: Node, types: list[TensorType | None]) -> list[TensorType] | None:
-        consts = [self.inits.get(i) if i else None for i in node.inputs]
+        consts = [_array(self.inits.get(i)) if i else None for i in node.inputs]
         try:
             schema = schema_for(node, self.graph, self.registry)
             out, _ = infer_node(node, schema, types, consts)
@@ -225,13 +226,14 @@ class _Rewriter:
         return new
 
     def convert_weight(self, name: str, new: str, dtype: str) -> None:
-        old = self.inits[name]
+        held = self.inits[name]
         if self.estimate:  # a zero-stride stand-in of the new type: no bytes, no copy
-            self.inits[new] = np.broadcast_to(np.zeros((), dtype), old.shape)
-            self.report.sources[new] = old
+            self.inits[new] = np.broadcast_to(np.zeros((), dtype), held.shape)
+            self.report.sources[new] = held
             self.report.weights += 1
             self.hold(name, new, dtype)
             return
+        old = materialize(held)
         with np.errstate(over="ignore"):  # overflowing values are replaced just below
             arr = old.astype(dtype)
         if arr.dtype.itemsize < old.dtype.itemsize:  # narrowing: saturate, never inf
@@ -277,6 +279,11 @@ class _Rewriter:
         self.nodes.append(Node("Cast", (tensor,), (output,), Attrs({"to": ONNX_CODES[dtype]}),
                                name=self.fresh(f"{output}_to_{SHORT.get(dtype, dtype)}")))
         self.report.casts += 1
+
+
+def _array(weight: Weight | None) -> np.ndarray | None:
+    """A weight inference may read (a deferred one is not computed for it)."""
+    return weight if isinstance(weight, np.ndarray) else None
 
 
 def convert(graph: Graph, source: str, target: str, decide: Decide,

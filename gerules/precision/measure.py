@@ -110,6 +110,7 @@ def check_precision(reference: Graph, graph: Graph, gears: Sequence[Mapping[str,
         return out
     seeds = FULL_SEEDS if level == "full" else FULL_SEEDS[:1]
     chosen = list(gears) if level == "full" else list(gears)[:1]
+    reference, graph = reference.materialized(), graph.materialized()
     worst: dict[str, OutputError] = {}
     for dims in chosen or [{}]:
         for seed in seeds:

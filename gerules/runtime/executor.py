@@ -28,6 +28,7 @@ from ..errors import GeError, KernelError, ModelError, ResourceLimit
 from ..ir.graph import Graph, Node, TensorType, Value
 from ..ir.infer import schema_for
 from ..ir.registry import Call, KernelFn, OpSchema, Registry, default_registry
+from ..ir.weights import arrays
 from .guard import output_bytes, predict, value_shaped
 
 
@@ -68,7 +69,7 @@ class Executor:
         self._steps = tuple(steps)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        env: dict[str, np.ndarray] = dict(self.graph.initializers)
+        env: dict[str, np.ndarray] = arrays(self.graph.initializers)
         given = check_feeds(self.graph, feeds)
         env.update(given)
         live = sum(a.nbytes for a in given.values())

@@ -39,6 +39,7 @@ from ..ir.dims import bind_dims, symbol_sizes
 from ..ir.graph import Dim, Graph, TensorType, Value
 from ..ir.registry import Registry, default_registry
 from ..ir.verify import verify
+from ..ir.weights import arrays
 from ..memory.plan import MemoryFigures
 from ..om.contents import OmContents, Variant
 from ..om.reader import OmFile
@@ -87,7 +88,7 @@ class Model:
         self._registry = registry
         self._budgets = budgets
         self._by_sizes: dict[tuple[int, tuple[tuple[str, int], ...]], ArenaPool] = {}
-        self._weights: dict[str, np.ndarray] = dict(self.graph.initializers)
+        self._weights: dict[str, np.ndarray] = arrays(self.graph.initializers)
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         if not isinstance(max_in_flight, int) or not 1 <= max_in_flight <= MAX_IN_FLIGHT:

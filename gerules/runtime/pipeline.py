@@ -30,6 +30,7 @@ import numpy as np
 from ..budgets import DEFAULT, Budgets
 from ..errors import UsageError
 from ..ir.registry import Registry, default_registry
+from ..ir.weights import arrays
 from ..om.contents import OmContents, Pipeline, Variant
 from ..om.decode import decode
 from ..om.encode import collect_blobs, encode
@@ -53,7 +54,7 @@ class StageRunner:
         self.variant = variant
         self.pool = ArenaPool(Program(variant.graph, variant.plan, registry or default_registry(),
                                       budgets))
-        self.weights = dict(variant.graph.initializers)
+        self.weights = arrays(variant.graph.initializers)
         self.streams = streams if streams <= variant.plan.stream_count else 1
         self.inputs = variant.graph.input_names
 

@@ -13,7 +13,10 @@ Conventions (the rule compiler, the lowering and the extraction all follow them)
   read through ``Proj{index}`` e-nodes; a node whose only used output is its first is lowered
   as a plain single-output e-node.
 - Class data, per analysis name: ``"shape"`` -> ``TensorType`` (``TupleType`` for tuple
-  classes, ``None`` when unknown); ``"const"`` -> ``np.ndarray`` or ``None``; ``"sym"`` ->
+  classes, ``None`` when unknown); ``"const"`` -> a weight or ``None``: an ``np.ndarray``,
+  or for a folded value over ``DEFER_BYTES`` a ``Deferred`` one (its type from inference,
+  computed when a guard reads it or the extracted graph keeps it; inference never sees its
+  value); ``"sym"`` ->
   ``ir.symbolic.SymInts`` for small int tensors computed from shapes (dynamic dims kept as
   symbols, so a Reshape target built from ``Shape(x)`` still gives a known output type).
 - A ``TermContext`` (registry, opset, graph input types, folding policy) makes each e-graph a
@@ -35,6 +38,7 @@ from ..ir.formats import ND
 from ..ir.graph import TensorType
 from ..ir.registry import NONDETERMINISTIC, Call, OpSchema, Registry, default_registry
 from ..ir.symbolic import SYM_OPS, SymInts, of_array, sym_eval, sym_output_type
+from ..ir.weights import DEFER_BYTES, Deferred, Weight, materialize
 from .tensor import ConstTensor
 
 INPUT, CONST, PROJ, ABSENT = "Input", "Const", "Proj", "Absent"
@@ -157,7 +161,7 @@ class TermContext:
     def _infer_op(self, egraph: EGraph, enode: ENode) -> TensorType | TupleType | None:
         schema = self.schema(enode.op)
         types = [_tensor_type(egraph.data(c, SHAPE)) for c in enode.children]
-        consts = [egraph.data(c, VALUE) for c in enode.children]
+        consts = [_known(egraph.data(c, VALUE)) for c in enode.children]
         n = int(enode.get(OUTPUTS_ATTR, 1))
         call = self.call(enode, n)
         try:
@@ -178,7 +182,7 @@ class TermContext:
         """The symbolic value of a small int tensor (``ir.symbolic``), or ``None``."""
         op = enode.op
         if op == CONST:
-            return of_array(enode.get("value").array)
+            return of_array(_known(enode.get("value").array))
         if op in (INPUT, ABSENT, PROJ) or "." in op or enode.has(OUTPUTS_ATTR):
             return None
         if op not in SYM_OPS:
@@ -187,9 +191,10 @@ class TermContext:
         return sym_eval(op, self.call(enode, 1).attrs, self._child_syms(egraph, enode), types)
 
     def _child_syms(self, egraph: EGraph, enode: ENode) -> list[SymInts | None]:
-        return [egraph.data(c, SYM) or of_array(egraph.data(c, VALUE)) for c in enode.children]
+        return [egraph.data(c, SYM) or of_array(_known(egraph.data(c, VALUE)))
+                for c in enode.children]
 
-    def evaluate(self, egraph: EGraph, enode: ENode) -> np.ndarray | None:
+    def evaluate(self, egraph: EGraph, enode: ENode) -> Weight | None:
         op = enode.op
         if op == CONST:
             return enode.get("value").array  # type: ignore[no-any-return]
@@ -223,7 +228,7 @@ class TermContext:
             return None
         return np.asarray(out[0]) if out else None
 
-    def _evaluate_proj(self, egraph: EGraph, enode: ENode) -> np.ndarray | None:
+    def _evaluate_proj(self, egraph: EGraph, enode: ENode) -> Weight | None:
         index = int(enode.get("index"))
         for node in egraph.nodes(enode.children[0]):
             values = self._child_values(egraph, node)
@@ -232,8 +237,8 @@ class TermContext:
                 return outs[index] if outs and index < len(outs) else None
         return None
 
-    def _child_values(self, egraph: EGraph, enode: ENode) -> list[np.ndarray | None] | None:
-        values: list[np.ndarray | None] = []
+    def _child_values(self, egraph: EGraph, enode: ENode) -> list[Weight | None] | None:
+        values: list[Weight | None] = []
         for c in enode.children:
             if egraph.data(c, SHAPE) is None and any(n.op == ABSENT for n in egraph.nodes(c)):
                 values.append(None)
@@ -247,28 +252,31 @@ class TermContext:
             return None
         return values
 
-    def _run(self, egraph: EGraph, enode: ENode, values: Sequence[np.ndarray | None], n: int
-             ) -> list[np.ndarray] | None:
+    def _run(self, egraph: EGraph, enode: ENode, values: Sequence[Weight | None], n: int
+             ) -> list[Weight] | None:
         schema = self.schema(enode.op)
         budget = max(SMALL_FOLD_BYTES, sum(v.nbytes for v in values if v is not None))
+        call = self.call(enode, n)
         try:
             types = [None if v is None else TensorType(v.dtype.name, v.shape) for v in values]
             held = [_tensor_type(egraph.data(c, SHAPE)) for c in enode.children]
             if any(t is not None and t.format != ND for t in held):
                 types = held  # formatted values are physical arrays: their types say how
-            call = self.call(enode, n)
-            out_types = schema.infer(types, list(values), call)
+            out_types = schema.infer(types, [_known(v) for v in values], call)
             if any((t.nbytes() or MAX_FOLD_BYTES + 1) > min(budget, MAX_FOLD_BYTES)
                    for t in out_types):
                 return None  # Tile / Expand / ConstantOfShape never blow a model up
             call = Call(call.attrs, call.num_outputs, call.node, tuple(types))
-            return [np.asarray(o) for o in schema.kernel(list(values), call)]
+            if n == 1 and len(out_types) == 1 and _deferrable(out_types[0], enode):
+                return [_deferred(schema, call, out_types[0], values, enode)]
+            arrays = [None if v is None else materialize(v) for v in values]
+            return [np.asarray(o) for o in schema.kernel(arrays, call)]
         except (GeError, ValueError, TypeError, IndexError, KeyError, ArithmeticError,
                 AssertionError, RuntimeError, MemoryError):
             return None
 
     @staticmethod
-    def make_const(value: np.ndarray, t: TensorType | None = None) -> ENode:
+    def make_const(value: Weight, t: TensorType | None = None) -> ENode:
         return const_node(value, t)
 
 
@@ -284,6 +292,36 @@ class _ConstAnalysis(ConstantAnalysis):
         t = _tensor_type(egraph.data(class_id, SHAPE))
         const = egraph.add(const_node(value, t))
         egraph.union(class_id, const, reason=f"analysis:{self.name}")
+
+
+def _known(value: Weight | None) -> np.ndarray | None:
+    """A value inference may read: a deferred one is not computed for it."""
+    return None if isinstance(value, Deferred) else value
+
+
+def _deferrable(out: TensorType, enode: ENode) -> bool:
+    """A folded output worth deferring: static, over ``DEFER_BYTES``, and a node whose
+    attributes name it fully (no tensor attributes)."""
+    size = out.nbytes()
+    return (size is not None and size > DEFER_BYTES and out.physical_shape is not None
+            and not any(isinstance(v, ConstTensor) for _, v in enode.attrs))
+
+
+def _deferred(schema: OpSchema, call: Call, out: TensorType, values: Sequence[Weight | None],
+              enode: ENode) -> Deferred:
+    """``enode``'s folded output, computed later by its kernel with ``call`` (whose types say
+    how formatted operands are held). A value in a blocked format is its physical array
+    (``ir.formats``), so that is the shape declared."""
+    def compute(*arrays: np.ndarray | None) -> np.ndarray:
+        return np.asarray(schema.kernel(list(arrays), call)[0])
+
+    shape = out.physical_shape
+    assert shape is not None
+    label = f"{enode.op}{dict(enode.attrs)!r}"
+    formats = [ND if t is None else t.format for t in (*call.types, out)]
+    if any(f != ND for f in formats):  # how operands and result are held is part of the value
+        label += f"@{','.join(formats)}"
+    return Deferred(out.dtype, [int(d) for d in shape], compute, values, label)
 
 
 class _SymAnalysis:
@@ -306,7 +344,7 @@ class _SymAnalysis:
         return None
 
 
-def const_node(value: np.ndarray, t: TensorType | None = None) -> ENode:
+def const_node(value: Weight, t: TensorType | None = None) -> ENode:
     """A ``Const`` leaf; with ``t`` in a blocked format whose physical shape ``value`` has, it
     carries ``t``'s format and logical shape (a plain ``t`` adds nothing)."""
     tensor = ConstTensor(value)
@@ -369,13 +407,13 @@ def class_type(egraph: EGraph, cid: int) -> TensorType | TupleType | None:
     return egraph.data(cid, SHAPE)  # type: ignore[no-any-return]
 
 
-def class_value(egraph: EGraph, cid: int) -> np.ndarray | None:
+def class_value(egraph: EGraph, cid: int) -> Weight | None:
     return egraph.data(cid, VALUE)  # type: ignore[no-any-return]
 
 
-def add_const(egraph: EGraph, value: np.ndarray, t: TensorType | None = None) -> int:
+def add_const(egraph: EGraph, value: Weight, t: TensorType | None = None) -> int:
     """Add a constant (held in ``t``'s format when ``t`` is a blocked one)."""
-    return egraph.add(const_node(np.asarray(value), t))
+    return egraph.add(const_node(value if isinstance(value, Deferred) else np.asarray(value), t))
 
 
 def add_op(egraph: EGraph, op: str, children: Sequence[int],

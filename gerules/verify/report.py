@@ -13,6 +13,7 @@ import numpy as np
 
 from ..dsl.instances import NO_TYPING, SOLVED
 from ..ir.graph import Graph, Node
+from ..ir.weights import materialize
 from ..testing.equivalence import Mismatch
 
 SHOWN = 8
@@ -47,7 +48,8 @@ def _node(node: Node, graph: Graph) -> str:
 def graph_lines(graph: Graph) -> list[str]:
     """Inputs, constants and nodes of a small graph, one per line."""
     lines = [f"input {v.name}: {v.type}" for v in graph.inputs]
-    for name, array in graph.initializers.items():
+    for name, weight in graph.initializers.items():
+        array = materialize(weight)
         lines.append(f"const {name}: {array.dtype.name}{list(array.shape)}{_value(array)}")
     lines += [_node(n, graph) for n in graph.nodes]
     lines.append("output " + ", ".join(f"{v.name}: {v.type}" for v in graph.outputs))

@@ -144,3 +144,20 @@ def test_exit_codes_are_documented(capsys: pytest.CaptureFixture[str]) -> None:
         assert f"{code} {EXIT_CODES[code]}" in text
     doc = (Path(__file__).resolve().parents[2] / "docs" / "CONVERTING.md").read_text()
     assert "| 3 |" in doc and "| 130 |" in doc
+
+
+def test_only_the_program_itself_freezes_the_collector_at_its_end(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import gc
+    import sys
+
+    frozen: list[int] = []
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(1))
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert frozen == []  # a caller's collector is left alone
+    monkeypatch.setattr(sys, "argv", ["ge-rewrite", "--version"])
+    with pytest.raises(SystemExit):
+        main()
+    assert frozen == [1]  # the process is ending: no collections at its end
+    capsys.readouterr()

@@ -151,3 +151,18 @@ def test_sexpr_values() -> None:
     assert isinstance(node, POp)
     assert dict(node.attrs) == {"to": "float16", "alpha": 0.5, "axes": (0, 1), "mode": "linear"}
     assert ENode("Cast", node.attrs, (0,)).get("axes") == (0, 1)
+
+
+def test_the_search_code_is_generated_only_once_a_root_exists(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from gerules.engine import machine
+
+    built: list[int] = []
+    real = machine._Codegen.build
+    monkeypatch.setattr(machine._Codegen, "build", lambda self: built.append(1) or real(self))
+    eg = EGraph()
+    add_term(eg, "(Add a b)")
+    pattern = Pattern(parse_pattern("(Mul ?x ?y)"))
+    assert pattern.search(eg) == [] and built == []  # no Mul anywhere: nothing generated
+    add_term(eg, "(Mul a b)")
+    assert len(pattern.search(eg)) == 1 and len(pattern.search(eg)) == 1 and built == [1]

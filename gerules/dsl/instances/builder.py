@@ -42,6 +42,7 @@ from ...ir.composite import with_uses
 from ...ir.graph import Graph, Node, TensorType, Value
 from ...ir.registry import MAX_OPSET, OpSchema, Registry, default_registry
 from ...ir.verify import verify
+from ...ir.weights import materialize
 from .. import program
 from ..build import input_constant
 from ..values import EvalError
@@ -362,7 +363,7 @@ def _literal(arg: program.Term) -> np.ndarray | None:
     if not isinstance(arg, program.Const):
         return None
     try:
-        return input_constant(arg.value, None)
+        return materialize(input_constant(arg.value, None))
     except EvalError:
         return None
 

@@ -32,6 +32,7 @@ import numpy as np
 from ...errors import ShapeError
 from ..graph import Dim, Graph, TensorType, Value, captures
 from ..registry import Call, default_registry
+from ..weights import arrays
 from ._common import UNKNOWN, Arrays, Types, at, attr, ints, lattr, need, norm_axis, schema
 
 MAX_ITERATIONS = 1 << 20  # a Loop without M and with a cond that never turns false
@@ -47,7 +48,7 @@ def run_body(body: Graph, values: Sequence[np.ndarray | None], names: Sequence[s
              captured: Sequence[np.ndarray | None]) -> list[np.ndarray]:
     """The outputs of ``body`` for its inputs ``values`` and the captured values."""
     registry = default_registry()
-    env: dict[str, np.ndarray | None] = dict(body.initializers)
+    env: dict[str, np.ndarray | None] = dict(arrays(body.initializers))
     env.update(zip(body.input_names, values, strict=False))
     env.update(zip(names, captured, strict=True))
     for node in body.nodes:

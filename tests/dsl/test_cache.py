@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gerules.dsl import grammar_cache
+from gerules.dsl import cache as grammar_cache
 from gerules.dsl.parser import lark_parser
 
 from .conftest import GOOD
@@ -48,7 +48,7 @@ def test_a_cache_that_others_may_write_is_not_used(cache: Path,
     (path,) = _files(cache)
     path.write_text("{not json")  # what a planted file would hold
     os.chmod(path, 0o666)
-    caplog.set_level("DEBUG", logger="gerules.dsl.grammar_cache")
+    caplog.set_level("DEBUG", logger="gerules.dsl.cache")
     parser = grammar_cache.load_parser(_grammar(), **OPTIONS)
     assert parser.parse("ruleset r\n") is not None
     assert "is not private; ignored" in caplog.text
@@ -68,3 +68,62 @@ def test_no_cache_without_an_absolute_home(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("XDG_CACHE_HOME", "relative/path")
     assert grammar_cache.cache_folder() is None
     assert grammar_cache.load_parser(_grammar(), **OPTIONS).parse("ruleset r\n") is not None
+
+
+# ----------------------------------------------------------------------------- syntax trees
+
+
+def _shipped() -> list[tuple[str, str]]:
+    return [((ROOT / "rules" / p.name).read_text(encoding="utf-8"), f"rules/{p.name}")
+            for p in sorted((ROOT / "rules").glob("*.ger"))]
+
+
+def test_kept_trees_equal_fresh_parses_of_every_rule_file(cache: Path) -> None:
+    from gerules.dsl.parser import parse_text
+
+    files = [*_shipped(), *((p.read_text(encoding="utf-8"), f"good/{p.name}")
+                            for p in sorted(GOOD.glob("*.ger")))]
+    assert len(files) > 10
+    for text, display in files:
+        fresh = parse_text(text, display)
+        assert grammar_cache.parsed(text, display) is None
+        grammar_cache.keep(fresh)
+        assert grammar_cache.parsed(text, display) == fresh, display
+    assert len(list(cache.glob("ast-*.json"))) == len(files)
+
+
+def test_a_changed_file_never_meets_its_old_tree(cache: Path) -> None:
+    from gerules.dsl.parser import parse_text
+
+    text, display = _shipped()[0]
+    grammar_cache.keep(parse_text(text, display))
+    assert grammar_cache.parsed(text + "\n", display) is None
+    assert grammar_cache.parsed(text, "rules/other.ger") is None
+
+
+@pytest.mark.parametrize("planted", ['[{"Rule": [1]}]', '[{"Path": ["/etc/passwd"]}]',
+                                    '{"not": "a list"}', "[1, 2", '[{"Span": [1, 2, 3]}]'])
+def test_a_bad_or_foreign_entry_is_parsed_again(cache: Path, planted: str) -> None:
+    from gerules.dsl.parser import parse_text
+
+    text, display = _shipped()[0]
+    fresh = parse_text(text, display)
+    grammar_cache.keep(fresh)
+    (path,) = cache.glob("ast-*.json")
+    path.write_text(planted)
+    assert grammar_cache.parsed(text, display) is None
+    os.chmod(path, 0o666)
+    assert grammar_cache.parsed(text, display) is None
+
+
+def test_a_process_with_the_shipped_trees_kept_never_imports_lark(cache: Path) -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from gerules.opt.optimize import rule_library; rule_library(); "
+            "print('lark' in sys.modules)")
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache.parent)}
+    first, second = (subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                                    capture_output=True, text=True).stdout.strip()
+                     for _ in range(2))
+    assert (first, second) == ("True", "False")
