@@ -6,7 +6,8 @@ import io
 import json
 import subprocess
 import sys
-import time
+import threading
+import types
 from pathlib import Path
 
 import onnx
@@ -71,21 +72,39 @@ def test_piped_output_has_no_progress_or_control_characters(
 
 
 class _Tty(io.StringIO):
+    """A terminal that tells when something was drawn on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drawn = threading.Event()
+
     def isatty(self) -> bool:
         return True
 
+    def write(self, text: str) -> int:
+        self.drawn.set()
+        return super().write(text)
 
-def test_progress_draws_only_on_a_tty_after_the_delay() -> None:
+
+def test_progress_draws_only_on_a_tty_after_the_delay(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clock is the test's: a phase is drawn once its time passed the delay (the drawing
+    thread is waited for through an event), one whose time has not passed never is."""
+    from gerules.cli import progress as module
+
+    now = [0.0]
+    monkeypatch.setattr(module, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
     tty = _Tty()
-    with Progress(tty, delay=0.05) as progress:
+    with Progress(tty, delay=0.5) as progress:
         progress("optimize")
-        time.sleep(0.35)
+        now[0] = 2.0  # optimize has run for 2 s
+        assert tty.drawn.wait(60), "the spinner never drew"
         progress("quick")  # erases the line; a phase shorter than the delay never shows
     text = tty.getvalue()
-    assert "ge-rewrite: " in text and " optimize " in text and "quick" not in text
+    assert "ge-rewrite: " in text and " optimize 2 s" in text and "quick" not in text
     assert text.endswith(ERASE)  # the terminal is left clean
     pipe = io.StringIO()
     with Progress(pipe, delay=0.0) as progress:
         progress("optimize")
-        time.sleep(0.25)
+        now[0] = 10.0
+        assert progress._thread is None  # nothing draws on a pipe
     assert pipe.getvalue() == ""
