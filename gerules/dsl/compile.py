@@ -216,7 +216,10 @@ class Where:
 class ConstCheck:
     """``where const(a, b)`` (or ``where not const(a)``) alone: every class has a known value
     (none has one), the evaluator's answer read straight from the constant analysis: no
-    values built per match."""
+    values built per match. Like a pattern literal, such a guard says which operands the rule
+    is for (a fold of constants), so a class that is not (or is) constant is no match
+    (``Reject.miss``), not a rejected one: the reports do not list every TransData of a
+    computed tensor as a fold that failed."""
 
     def __init__(self, names: tuple[str, ...], reason: str, want: bool = True) -> None:
         self.names, self.reason, self.want = names, reason, want
@@ -236,7 +239,7 @@ class ConstCheck:
     def __call__(self, egraph: EGraph, root: int, subst: Subst) -> Subst | Reject:
         for name in self.names:
             if (class_value(egraph, int(subst[name])) is not None) != self.want:
-                return Reject(self.reason)
+                return Reject(self.reason, miss=True)
         return subst
 
 

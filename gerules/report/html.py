@@ -212,7 +212,9 @@ def rejected(r: Mapping[str, Any]) -> str:
                         numeric=(1, 2, 3), shown=15)
     return (_long_table(["rule", "guard that failed", "times"], rows, numeric=(2,))
             + '<p class="muted">A pattern constant that is not the one a rule asks for '
-              "(<code>x + 0</code> on <code>x + 1</code>) is no match, not listed here.</p>"
+              "(<code>x + 0</code> on <code>x + 1</code>), and an operand that is not "
+              "constant where the rule's only guard is <code>const(w)</code>, is no match, "
+              "not listed here.</p>"
             + "<h3>rules applied</h3>" + table
             + '<p class="muted">matched: matches whose guards were tried; applied: those that '
               "changed the e-graph; kept: those the extracted graph still shows (itself or "
