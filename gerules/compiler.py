@@ -544,9 +544,9 @@ def _gears(graph: Graph, options: CompileOptions
     mode = options.gear_mode()
     given = {k: tuple(v) for k, v in options.input_shape.items()}
     bounds: dict[gears.Position, tuple[int, int]] = {}
-    for name, dims in options.input_shape_range.items():
-        given[name] = tuple(-1 if isinstance(d, tuple) else int(d) for d in dims)
-        bounds.update({(name, k): d for k, d in enumerate(dims) if isinstance(d, tuple)})
+    for name, spec in options.input_shape_range.items():
+        given[name] = tuple(-1 if isinstance(d, tuple) else int(d) for d in spec)
+        bounds.update({(name, k): d for k, d in enumerate(spec) if isinstance(d, tuple)})
     if not mode:
         return gears.Gears(), {}, {}, given
     where = list(bounds) if bounds else gears.positions(given)
@@ -558,9 +558,10 @@ def _gears(graph: Graph, options: CompileOptions
         what = "a dynamic batch dim" if mode == "dynamic_batch_size" else "the dims that vary"
         raise UsageError(f"--{mode} needs {what} as -1 in --input_shape (e.g. "
                          f"'{example.get(mode, 'x:-1,3,224,224')}')")
-    columns = (_columns(mode, options, len(where)) if not bounds
-               else [tuple(bounds[p] for p in where)])
-    owner = gears.shared_symbols(where, columns)
+    # per gear, one size per position (--dynamic_*); with ranges, one row: the (lo, hi) each
+    columns = [] if bounds else _columns(mode, options, len(where))
+    ranges = [tuple(bounds[p] for p in where)] if bounds else []
+    owner = gears.shared_symbols(where, ranges or columns)
     declared = {v.name: v.shape for v in graph.inputs}
     names: dict[gears.Position, str] = {}
     exported: dict[str, int] = {}

@@ -93,10 +93,11 @@ def _ints(text: str, sep: str, mode: str) -> tuple[int, ...]:
     return values
 
 
-def shared_symbols(where: Sequence[Position], values: Sequence[tuple[int, ...]]
+def shared_symbols(where: Sequence[Position], values: Sequence[tuple[object, ...]]
                    ) -> list[int]:
     """Per position, the index of the first position it shares a symbol with (itself if
-    none): same dim index and the same size in every gear."""
+    none): same dim index and the same entry in every row of ``values`` (a gear's sizes, or
+    the ``(lo, hi)`` ranges)."""
     owner = []
     for i, (_, k) in enumerate(where):
         column = [g[i] for g in values]

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import GeError
 from ..ir import formats as F
+from ..ir.weights import materialize
 from .values import MAX_ELEMENTS, DType, EvalError, Tensor, kernel, kind, same, to_array
 
 
@@ -364,7 +365,8 @@ def transdata(x: Any, fmt: Any) -> np.ndarray:
         if math.prod(int(d) for d in F.physical_shape(shape, x.value.dtype.name, dst)) > (
                 MAX_ELEMENTS):
             raise EvalError(f"transdata() would hold more than {MAX_ELEMENTS} elements")
-        return F.transfer(x.value, x.type.format, dst, shape)
+        # a folded weight may still be deferred (in a blocked format too): computed here
+        return F.transfer(materialize(x.value), x.type.format, dst, shape)
     except (GeError, ValueError, TypeError) as e:
         raise EvalError(f"transdata({x.name}, {fmt}): {e}") from None
 

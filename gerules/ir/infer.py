@@ -23,6 +23,7 @@ from .formats import ND
 from .graph import UNTYPED, Graph, Node, Shape, TensorType, Value
 from .registry import NONDETERMINISTIC, OpSchema, Registry, default_registry
 from .symbolic import SymInts, of_array, sym_eval, sym_output_type
+from .weights import Weight
 
 CONST_ELEMENTS = 4096
 

@@ -203,6 +203,8 @@ def _guess_kind(value: AttrValue) -> AttrKind:
         return "float"
     if isinstance(value, int):
         return "int"
+    if isinstance(value, Graph):
+        return "graph"
     items = list(value)
     if any(isinstance(v, str) for v in items):
         return "strings"

@@ -20,6 +20,7 @@ from ..cost.model import NpuCostModel
 from ..engine import EGraph, ENode
 from ..ir.graph import TensorType
 from ..ir.registry import OpSchema
+from ..terms.tensor import ConstTensor
 from ..terms.terms import (
     ABSENT,
     CONST,
@@ -61,7 +62,8 @@ class ExtractionCost:
         if op in (INPUT, ABSENT, PROJ):
             return 0.0
         if op == CONST:
-            return CONST_BYTE_COST * enode.get("value").nbytes
+            value: ConstTensor = enode.get("value")
+            return CONST_BYTE_COST * value.nbytes
         if not self.allowed(op, self.ctx.schema(op)):
             return math.inf
         out = egraph.data(cid, SHAPE)

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..engine import EGraph, ENode
 from ..errors import GeError
 from ..ir.graph import Graph, Node
@@ -37,7 +39,8 @@ class Lowered:
     node_enodes: list[tuple[Node, ENode, int]] = field(default_factory=list)
 
     def class_of(self, tensor: str) -> int:
-        return self.egraph.find(self.tensors[tensor])
+        cid: int = self.egraph.find(self.tensors[tensor])
+        return cid
 
 
 def lower(graph: Graph, ctx: TermContext | None = None, *, explanations: bool = True) -> Lowered:
@@ -130,7 +133,7 @@ def _children(low: Lowered, node: Node) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _constant_value(low: Lowered, node: Node) -> object:
+def _constant_value(low: Lowered, node: Node) -> np.ndarray | None:
     """The value of a ``Constant`` node through its kernel (all value_* forms)."""
     schema = low.ctx.schema("Constant")
     try:

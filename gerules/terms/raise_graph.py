@@ -25,6 +25,7 @@ from ..ir.attrs import Attrs
 from ..ir.composite import with_uses
 from ..ir.formats import ND
 from ..ir.graph import Graph, Node, Value
+from ..ir.weights import Weight
 from .lower import Lowered
 from .terms import ABSENT, CONST, INPUT, OUTPUTS_ATTR, PROJ, const_type, ir_attr, split_op
 
@@ -32,7 +33,7 @@ from .terms import ABSENT, CONST, INPUT, OUTPUTS_ATTR, PROJ, const_type, ir_attr
 @dataclass
 class _Namer:
     taken: set[str]
-    counter: itertools.count = field(default_factory=itertools.count)
+    counter: itertools.count[int] = field(default_factory=itertools.count)
 
     def fresh(self, base: str) -> str:
         while True:
@@ -56,7 +57,7 @@ def raise_graph(source: Graph, low: Lowered, ext: Extraction) -> Graph:
         origin.setdefault(eg.canonical(enode), node)
     namer = _Namer(set(source.input_names))
     names: dict[int, str] = {}
-    out_names = {}
+    out_names: dict[int, str] = {}
     for v in source.outputs:
         out_names.setdefault(eg.find(low.roots[v.name]), v.name)
     # an output's name goes to the class that is that output, never to another class that
@@ -65,7 +66,7 @@ def raise_graph(source: Graph, low: Lowered, ext: Extraction) -> Graph:
     preferred = {c: n for c, n in _preferred_names(low).items()
                  if n not in taken or out_names.get(c) == n}
     nodes: list[Node] = []
-    inits: dict[str, np.ndarray] = {}
+    inits: dict[str, Weight] = {}
     held: dict[str, Value] = {}  # weights held in a blocked format: their logical types
     proj_index = {}
     for cid in ext.order:
@@ -92,8 +93,8 @@ def raise_graph(source: Graph, low: Lowered, ext: Extraction) -> Graph:
         elif op == PROJ:
             continue  # named when its tuple node is emitted
         else:
-            want = out_names.get(cid) or preferred.get(cid)
-            node = _emit(low, cid, enode, names, namer, want, origin, tuple_outputs, preferred)
+            hint = out_names.get(cid) or preferred.get(cid)
+            node = _emit(low, cid, enode, names, namer, hint, origin, tuple_outputs, preferred)
             nodes.append(node)
     nodes, outputs = _bind_outputs(source, low, ext, names, nodes, namer)
     bodies = [low.ctx.schema(n.qualified_op).body for n in nodes if n.domain]

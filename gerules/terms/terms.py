@@ -78,7 +78,10 @@ def ir_attr(value: Any) -> Any:
     return value.array if isinstance(value, ConstTensor) else value
 
 
-class TermEGraph(EGraph):
+# mypy cannot follow the package-dir mapping that installs engine/ as gerules.engine, so
+# to `mypy gerules engine` the engine's classes are Any here (tests/engine/test_typing.py
+# checks the engine itself strictly, under its installed name)
+class TermEGraph(EGraph):  # type: ignore[misc]
     """An e-graph of IR terms: the engine's ``EGraph`` with the ``TermContext`` it was made by."""
 
     def __init__(self, ctx: TermContext, analyses: Sequence[Any], *,
@@ -139,7 +142,9 @@ class TermContext:
                                             if k != OUTPUTS_ATTR})
         if OUTPUTS_ATTR in attrs:
             resolved[OUTPUTS_ATTR] = attrs[OUTPUTS_ATTR]
-        return make_attrs({k: hashable_attr(v) for k, v in resolved.items()})
+        made: tuple[tuple[str, Hashable], ...] = make_attrs(
+            {k: hashable_attr(v) for k, v in resolved.items()})
+        return made
 
     # ------------------------------------------------------------ analyses
     def infer(self, egraph: EGraph, enode: ENode) -> TensorType | TupleType | None:
@@ -280,7 +285,7 @@ class TermContext:
         return const_node(value, t)
 
 
-class _ConstAnalysis(ConstantAnalysis):
+class _ConstAnalysis(ConstantAnalysis):  # type: ignore[misc]  # Any to mypy: see TermEGraph
     """The engine's constant folding, with constants of blocked formats kept as such: the
     folded value of a FRACTAL_Z class is its physical array, and its ``Const`` carries the
     class's format and logical shape (``const_node``)."""
@@ -413,11 +418,14 @@ def class_value(egraph: EGraph, cid: int) -> Weight | None:
 
 def add_const(egraph: EGraph, value: Weight, t: TensorType | None = None) -> int:
     """Add a constant (held in ``t``'s format when ``t`` is a blocked one)."""
-    return egraph.add(const_node(value if isinstance(value, Deferred) else np.asarray(value), t))
+    cid: int = egraph.add(const_node(value if isinstance(value, Deferred) else np.asarray(value),
+                                     t))
+    return cid
 
 
 def add_op(egraph: EGraph, op: str, children: Sequence[int],
            attrs: Mapping[str, Any] | None = None) -> int:
     """Add ``op(children) {attrs}`` with schema defaults applied; returns its class."""
     ctx = context_of(egraph)
-    return egraph.add(ENode(op, ctx.op_attrs(op, attrs or {}), tuple(children)))
+    cid: int = egraph.add(ENode(op, ctx.op_attrs(op, attrs or {}), tuple(children)))
+    return cid

@@ -54,6 +54,7 @@ from ..ir import formats
 from ..ir.attrs import Attrs
 from ..ir.graph import Graph, TensorType, Value
 from ..ir.verify import verify
+from ..ir.weights import arrays, materialize
 from ..runtime.executor import Executor
 from ..testing.equivalence import Mismatch, compare
 
@@ -177,7 +178,7 @@ WIDE = {"float16": 10, "float32": 1, "bfloat16": 16}  # ONNX element type codes
 def widened(graph: Graph, feeds: Feeds) -> tuple[Graph, Feeds] | None:
     """``graph`` and ``feeds`` with float16 and float32 made float64 (inputs, constants,
     Cast targets): the left side in nearly exact arithmetic; ``None`` if it does not
-    type."""
+    type. A deferred constant is computed to be widened."""
     def wide(a: np.ndarray) -> np.ndarray:
         return a.astype(np.float64) if a.dtype.name in WIDE else a
 
@@ -191,7 +192,7 @@ def widened(graph: Graph, feeds: Feeds) -> tuple[Graph, Feeds] | None:
         "float64" if v.dtype in WIDE else v.dtype, None)) for v in graph.outputs)
     try:
         wider = verify(graph.replace(inputs=inputs, nodes=nodes, outputs=outputs,
-                                     initializers={k: wide(a) for k, a in
+                                     initializers={k: wide(materialize(a)) for k, a in
                                                    graph.initializers.items()},
                                      value_info={k: Value(k, wider_type(v.type)) for k, v
                                                  in graph.held_weights().items()}))
@@ -218,7 +219,7 @@ def first_overflow(graph: Graph, feeds: Feeds) -> tuple[str, bool]:
     values = run(every, feeds)
     if values.error:
         return "", False
-    known = {**graph.initializers, **feeds, **values.outputs}
+    known = {**arrays(graph.initializers), **feeds, **values.outputs}
     for node in graph.nodes:
         inputs = [known.get(i) for i in node.inputs if i]
         if not all(_finite(v) for v in inputs):

@@ -26,6 +26,7 @@ import numpy as np
 from ..dsl.compile import CompiledRule
 from ..dsl.loader import shipped_root
 from ..ir.graph import Graph
+from ..ir.weights import materialize
 
 
 def regression_test(rule: CompiledRule, rewrite: str, graph: Graph,
@@ -41,7 +42,8 @@ def regression_test(rule: CompiledRule, rewrite: str, graph: Graph,
         held = "" if v.type.format == "ND" else f", format={v.type.format!r}"  # physical feeds
         body.append(f"{names.var(v.name)} = g.input({v.name!r}, {dims!r}, {v.dtype!r}{held})")
     for name, array in graph.initializers.items():
-        body.append(f"{names.var(name)} = g.const({_array(array)}, name={name!r})")
+        # instances hold arrays (the builder computes constants); a deferred one is computed
+        body.append(f"{names.var(name)} = g.const({_array(materialize(array))}, name={name!r})")
     for node in graph.nodes:
         args = ", ".join(names.var(i) if i else "None" for i in node.inputs)
         attrs = "".join(f", {k}={_value(v)}" for k, v in node.attrs.items())

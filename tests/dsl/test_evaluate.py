@@ -165,3 +165,18 @@ def test_array_arithmetic_runs_the_registry_kernels(monkeypatch: pytest.MonkeyPa
 def test_integer_arrays_promote_with_float_scalars() -> None:
     assert ev("shape(w) * 0.5").dtype == np.float64
     assert ev("iota(3) + 1").dtype == np.int64
+
+
+def test_transdata_computes_a_deferred_constant_held_in_a_blocked_format() -> None:
+    """A folded weight stays deferred in the e-graph, in a blocked format too: transdata()
+    reads its elements (it once failed on the unevaluated constant)."""
+    from gerules.dsl.builtins import transdata
+    from gerules.ir import formats
+    from gerules.ir.weights import Deferred
+
+    held = formats.to_format(W, "NC1HWC0")
+    t = TensorType("float32", W.shape, "NC1HWC0")
+    deferred = Deferred(np.float32, held.shape, lambda: held.copy(), [], "held")
+    plain = transdata(Tensor("h", t, deferred), "NCHW")
+    assert np.array_equal(plain, W)
+    assert np.array_equal(plain, transdata(Tensor("h", t, held), "NCHW"))

@@ -224,3 +224,27 @@ def test_a_layout_rule_counterexample_replays_with_its_blocked_input(tmp_path: P
     exec(text, namespace)  # noqa: S102 - the verifier's own output, run as pytest would
     with pytest.raises(AssertionError, match="counterexample"):
         namespace["test_sub_across_transdata_swapped_counterexample"]()  # type: ignore[operator]
+
+
+def test_a_left_side_holding_a_deferred_weight_is_judged_by_its_values(
+        rules: CompiledRules) -> None:
+    """A graph of the compiler's (``optimize(..., deferred=True)``) holds folded weights not
+    computed yet: the sides still run, and a mismatch is judged against the left side
+    widened to float64, which computes the deferred weight (it once failed on it)."""
+    from gerules import GraphBuilder
+    from gerules.ir.weights import Deferred
+
+    rng = np.random.default_rng(0)
+    wa, wb = (rng.standard_normal((3, 2)).astype(np.float32) for _ in range(2))
+    g = GraphBuilder("i", opset=17)
+    x = g.input("x", [2, 3], "float32")
+    g.output(g.op("MatMul", x, g.const(wa, name="wa")))
+    g.output(g.op("MatMul", x, g.const(wb, name="wb")))
+    graph = g.build()
+    held = dict(graph.initializers)
+    held["wb"] = Deferred(np.float32, wb.shape, lambda: wb.copy(), [], "wb")
+    graph = graph.replace(initializers=held)
+    feeds = {"x": rng.standard_normal((2, 3)).astype(np.float32)}
+    result = check_instance(rules.rule("second_projection_wrong"), graph, feeds)
+    assert result.status == COUNTEREXAMPLE, result.detail
+    assert "the two sides differ in output" in result.detail

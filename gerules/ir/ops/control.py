@@ -33,12 +33,12 @@ from ...errors import ShapeError
 from ..graph import Dim, Graph, TensorType, Value, captures
 from ..registry import Call, default_registry
 from ..weights import arrays
-from ._common import UNKNOWN, Arrays, Types, at, attr, ints, lattr, need, norm_axis, schema
+from ._common import UNKNOWN, Arrays, T, Types, at, attr, ints, lattr, need, norm_axis, schema
 
 MAX_ITERATIONS = 1 << 20  # a Loop without M and with a cond that never turns false
 
 
-def _captured(call: Call, args: Sequence[object]) -> tuple[tuple[str, ...], list[object]]:
+def _captured(call: Call, args: Sequence[T]) -> tuple[tuple[str, ...], list[T]]:
     """The captured names of the node's subgraphs and the values bound to them."""
     names = captures(call.attrs)
     return names, list(args[len(args) - len(names):]) if names else []
@@ -97,8 +97,8 @@ def _branches(call: Call) -> tuple[Graph, Graph]:
 def _if_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
     then, other = _branches(call)
     names, captured = _captured(call, types)
-    a = infer_body(then, [], names, captured)  # type: ignore[arg-type]
-    b = infer_body(other, [], names, captured)  # type: ignore[arg-type]
+    a = infer_body(then, [], names, captured)
+    b = infer_body(other, [], names, captured)
     return [_join(x, y) for x, y in zip(a, b, strict=True)]
 
 
@@ -107,7 +107,7 @@ def _if_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     cond = need(at(inputs, 0), "If", "cond")
     names, captured = _captured(call, inputs)
     return run_body(then if bool(np.asarray(cond).reshape(-1)[0]) else other, [], names,
-                    captured)  # type: ignore[arg-type]
+                    captured)
 
 
 # ----------------------------------------------------------------------------- Loop
@@ -125,7 +125,7 @@ def _loop_infer(types: Types, consts: Arrays, call: Call) -> list[TensorType]:
     names, captured = _captured(call, types)
     carried = list(types[2:len(types) - len(names)])
     outs = infer_body(body, [TensorType("int64", ()), TensorType("bool", ()), *carried],
-                      names, captured)  # type: ignore[arg-type]
+                      names, captured)
     n = len(carried)
     finals = [t if t is not None else o for t, o in zip(carried, outs[1:1 + n], strict=True)]
     finals = [TensorType(f.dtype, o.shape if o.shape == f.shape else
@@ -142,7 +142,7 @@ def _loop_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     body = _body(call, "Loop")
     names, captured = _captured(call, inputs)
     limit, cond = at(inputs, 0), at(inputs, 1)
-    carried = list(inputs[2:len(inputs) - len(names)])
+    carried: list[np.ndarray | None] = list(inputs[2:len(inputs) - len(names)])
     n = len(carried)
     trips = MAX_ITERATIONS if limit is None else int(np.asarray(limit).reshape(-1)[0])
     go = True if cond is None else bool(np.asarray(cond).reshape(-1)[0])
@@ -150,9 +150,9 @@ def _loop_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     i = 0
     while i < trips and go:
         outs = run_body(body, [np.asarray(i, np.int64), np.asarray(go), *carried], names,
-                        captured)  # type: ignore[list-item, arg-type]
+                        captured)
         go = bool(np.asarray(outs[0]).reshape(-1)[0])
-        carried = outs[1:1 + n]
+        carried = list(outs[1:1 + n])
         for k, value in enumerate(outs[1 + n:]):
             scans[k].append(value)
         i += 1
@@ -192,7 +192,7 @@ def _scan_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
         a = norm_axis(axis, len(t.shape))
         steps = t.shape[a]
         slices.append(TensorType(t.dtype, t.shape[:a] + t.shape[a + 1:]))
-    outs = infer_body(body, [*own[:states], *slices], names, captured)  # type: ignore[arg-type]
+    outs = infer_body(body, [*own[:states], *slices], names, captured)
     result = list(outs[:states])
     for o, axis in zip(outs[states:], out_axes, strict=False):
         if o.shape is None:
@@ -219,7 +219,7 @@ def _scan_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     per_step: list[list[np.ndarray]] = [[] for _ in range(len(body.outputs) - states)]
     for t in range(steps):
         outs = run_body(body, [*carried, *(s[t] for s in seqs)], names,
-                        captured)  # type: ignore[arg-type]
+                        captured)
         carried = outs[:states]
         for k, value in enumerate(outs[states:]):
             per_step[k].append(value)
@@ -240,7 +240,7 @@ def _scan8_call(call: Call, states: int, m: int, k: int) -> Call:
     return Call(attrs, states + k, call.node)
 
 
-def _scan8_parts(items: Sequence[object], call: Call) -> tuple[list[object], int, int]:
+def _scan8_parts(items: Sequence[T], call: Call) -> tuple[list[T], int, int]:
     names = captures(call.attrs)
     own = list(items[1:len(items) - len(names)])
     m = int(call.attrs.get("num_scan_inputs", 0))  # type: ignore[arg-type]
@@ -251,7 +251,7 @@ def _scan8_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
     own, states, m = _scan8_parts(types, call)
     body = _body(call, "Scan")
     inner = [None if t is None or t.shape is None else TensorType(t.dtype, t.shape[1:])
-             for t in own]  # type: ignore[union-attr]
+             for t in own]
     names = captures(call.attrs)
     outs = _scan_infer([*inner, *types[len(types) - len(names):]] if names else inner,
                        None, _scan8_call(call, states, m, len(body.outputs) - states))
@@ -264,7 +264,7 @@ def _scan8_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     own, states, m = _scan8_parts(inputs, call)
     body = _body(call, "Scan")
     lens = at(inputs, 0)
-    arrays = [need(x, "Scan") for x in own]  # type: ignore[arg-type]
+    arrays = [need(x, "Scan") for x in own]
     if lens is not None and m and (lens != arrays[states].shape[1]).any():
         raise ShapeError("Scan (opset 8): sequence_lens shorter than the inputs is not "
                          "supported")

@@ -217,7 +217,8 @@ def attention(q: np.ndarray, kt: np.ndarray, v: np.ndarray, mask: np.ndarray | N
     with np.errstate(all="ignore"):
         np.exp(scores, out=scores)
         scores /= np.sum(scores, axis=-1, keepdims=True)
-    return np.matmul(scores, blas_ready(v.astype(work, copy=False))).astype(q.dtype, copy=False)
+    out: np.ndarray = np.matmul(scores, blas_ready(v.astype(work, copy=False)))
+    return out.astype(q.dtype, copy=False)
 
 
 def _attn_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
