@@ -178,7 +178,8 @@ MUTANTS = (
          "dtype(y) == f16", "where mid in (f16, f32, f64) and dtype(y) == dtype(x)",
          "a Cast round trip through float16 dropped as if exact"),
     )),
-    *(Mutant(i, "verifier", f, a, b, ("tests/verify",), why) for i, f, a, b, why in (
+    *(Mutant(i, "verifier", f, a, b, ("tests/verify", "tests/terms"), why)
+      for i, f, a, b, why in (
         ("guards-probe-off", "gerules/dsl/instances/search.py",
          "not found.blocker and draw().probe == GUARDS", "not found.blocker and False",
          "no instance at the edges of its guards"),

@@ -89,3 +89,22 @@ def test_default_attributes_are_dropped_on_the_way_out() -> None:
     g = g.replace(opset={"": 17})
     out = roundtrip(g)
     assert dict(out.nodes[0].attrs) == {}
+
+
+def test_an_op_of_two_required_outputs_stays_a_tuple_when_one_is_unused() -> None:
+    """TopK's indices unread: the node is still lowered as a tuple whose values are its
+    projection 0, so a rule written ``TopK(x, k)[0]`` matches it (the verifier's instances
+    keep every output, so only a graph like this one shows the difference)."""
+    from gerules.terms.terms import OUTPUTS_ATTR
+
+    g = verify(Graph(nodes=[Node("TopK", ["x", "k"], ["v", "i"], name="top"),
+                            Node("Relu", ["v"], ["y"], name="relu")],
+                     inputs=[Value.of("x", "float32", [2, 4])],
+                     outputs=[Value.of("y", "float32", None)],
+                     initializers={"k": np.array([2], dtype=np.int64)}, opset={"": 18}))
+    low = lower(g)
+    (enode,) = [e for n, e, _ in low.node_enodes if n.op == "TopK"]
+    assert dict(enode.attrs).get(OUTPUTS_ATTR) == 2
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    got = run_graph(roundtrip(g), {"x": x})["y"]
+    np.testing.assert_array_equal(got, np.maximum(-np.sort(-x, axis=1)[:, :2], 0))
