@@ -5,7 +5,7 @@ from __future__ import annotations
 import faulthandler
 import os
 import signal
-import time
+import threading
 from collections.abc import Iterator
 
 import numpy as np
@@ -23,7 +23,7 @@ def _target(case: str) -> None:
     if case == "crash":
         raise KeyError("oops")
     if case == "hang":
-        time.sleep(60)
+        threading.Event().wait()  # blocks for ever: only the sandbox's timeout ends it
     if case == "die":
         faulthandler.disable()  # pytest's handler would print the worker's stack
         os.kill(os.getpid(), signal.SIGSEGV)
@@ -56,9 +56,8 @@ def test_the_worker_is_reused(sandbox: Sandbox) -> None:
 
 def test_a_hang_times_out_and_the_worker_is_replaced(sandbox: Sandbox) -> None:
     before = sandbox.run("pid").message
-    start = time.perf_counter()
-    hang = sandbox.run("hang")
-    assert hang.kind == TIMEOUT and time.perf_counter() - start < 10
+    hang = sandbox.run("hang")  # returns at all only because the worker was killed
+    assert hang.kind == TIMEOUT
     assert sandbox.run("ok").kind == OK
     assert sandbox.run("pid").message != before
 
