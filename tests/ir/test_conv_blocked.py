@@ -20,7 +20,7 @@ from gerules.ir.ops.api import evaluate
 from gerules.ir.ops.conv_blocked import fused_conv_blocked
 from gerules.ir.registry import default_registry
 
-# (N, C, H, W, M, kernel, stride, pad, dilation, dtype, residual, activation)
+# (N, C, H, W, M, kernel, stride, pad, dilation, dtype, residual, activation[, group])
 CASES = [
     (1, 16, 8, 8, 32, 1, 1, 0, 1, "float32", False, ""),  # pointwise: no im2col
     (2, 20, 9, 7, 19, 3, 2, 1, 1, "float32", True, "Relu"),  # C and M past a block
@@ -29,6 +29,9 @@ CASES = [
     (2, 16, 8, 8, 16, 1, 2, 0, 1, "float64", True, ""),  # 1x1 stride 2
     (1, 8, 9, 9, 8, 3, 1, 2, 2, "float32", False, "LeakyRelu"),  # dilated, wide pads
     (1, 24, 5, 11, 40, 3, 1, 0, 1, "float32", True, "Relu"),  # no padding, 3x3
+    (2, 24, 9, 9, 24, 3, 1, 1, 1, "float32", True, "Clip", 24),  # depthwise, C past a block
+    (1, 32, 10, 7, 32, 3, 2, 1, 1, "float16", False, "Relu", 32),  # depthwise stride 2
+    (1, 16, 9, 9, 16, 5, 1, 4, 2, "float64", False, "", 16),  # depthwise dilated 5x5
 ]
 
 
@@ -40,12 +43,16 @@ def _poison(p: np.ndarray, fmt: str, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def _instance(case: tuple, seed: int) -> tuple[list[np.ndarray], dict, np.ndarray]:
-    n, c, h, w, m, k, s, p, d, dtype, residual, act = case
+    n, c, h, w, m, k, s, p, d, dtype, residual, act = case[:12]
+    group = case[12] if len(case) > 12 else 1
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, c, h, w)).astype(dtype)
-    wt = (rng.standard_normal((m, c, k, k)) / np.sqrt(c * k * k)).astype(dtype)
+    wt = (rng.standard_normal((m, c // group, k, k)) / np.sqrt(c * k * k // group)).astype(dtype)
     b = rng.standard_normal(m).astype(dtype)
-    attrs = {"strides": [s, s], "pads": [p] * 4, "dilations": [d, d], "activation": act}
+    attrs = {"strides": [s, s], "pads": [p] * 4, "dilations": [d, d], "activation": act,
+             "group": group}
+    if act == "Clip":
+        attrs.update(clip_min=0.0, clip_max=6.0)
     ins = [x, wt, b]
     if residual:
         (y,) = evaluate("FusedConv", [x, wt], {**attrs, "activation": ""}, domain="ge")
@@ -73,7 +80,11 @@ def _tolerance(dtype: str) -> dict[str, float]:
             }.get(dtype, {"rtol": 1e-5, "atol": 1e-5})
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[:9])) + c[9])
+def _name(case: tuple) -> str:
+    return "x".join(map(str, case[:9])) + case[9] + ("-depthwise" if len(case) > 12 else "")
+
+
+@pytest.mark.parametrize("case", CASES, ids=_name)
 def test_blocked_conv_equals_the_plain_one_through_transdata(case: tuple) -> None:
     ins, attrs, want = _instance(case, seed=len(CASES) + case[1])
     held, types = _blocked(ins)
@@ -100,24 +111,28 @@ def _onnx_conv(case: tuple, ins: list[np.ndarray], attrs: dict) -> onnx.ModelPro
     dtype = helper.np_dtype_to_tensor_dtype(ins[0].dtype)
     names = ["X", "W", "B", "Z"][:len(ins)]
     nodes = [helper.make_node("Conv", ["X", "W", "B"], ["C"], strides=attrs["strides"],
-                              pads=attrs["pads"], dilations=attrs["dilations"])]
+                              pads=attrs["pads"], dilations=attrs["dilations"],
+                              group=attrs["group"])]
     last = "C"
     if len(ins) > 3:
         nodes.append(helper.make_node("Add", ["C", "Z"], ["S"]))
         last = "S"
-    if attrs["activation"]:
+    if attrs["activation"] == "Clip":
+        bounds = [helper.make_tensor(n, dtype, [], [v]) for n, v in (("lo", 0.0), ("hi", 6.0))]
+        nodes.append(helper.make_node("Clip", [last, "lo", "hi"], ["Y"]))
+    elif attrs["activation"]:
         nodes.append(helper.make_node(attrs["activation"], [last], ["Y"]))
     else:
         nodes.append(helper.make_node("Identity", [last], ["Y"]))
     graph = helper.make_graph(
         nodes, "conv", [helper.make_tensor_value_info(n, dtype, a.shape)
                         for n, a in zip(names, ins, strict=True)],
-        [helper.make_tensor_value_info("Y", dtype, None)])
+        [helper.make_tensor_value_info("Y", dtype, None)],
+        initializer=bounds if attrs["activation"] == "Clip" else [])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c[9] != "float64"][:4],
-                         ids=lambda c: "x".join(map(str, c[:9])) + c[9])
+@pytest.mark.parametrize("case", [c for c in CASES if c[9] != "float64"][::2], ids=_name)
 def test_blocked_conv_agrees_with_onnxruntime(case: tuple) -> None:
     pytest.importorskip("onnxruntime", reason="onnxruntime (the 'dev' extra) is the oracle")
     from gerules.testing.oracle import run_onnxruntime
@@ -132,7 +147,7 @@ def test_blocked_conv_agrees_with_onnxruntime(case: tuple) -> None:
 
 
 def test_declines_what_it_does_not_compute_on_blocks() -> None:
-    """Grouped convs and a residual that is not NC1HWC0 go through the conversions."""
+    """Grouped convs other than depthwise go through the conversions."""
     rng = np.random.default_rng(1)
     x = rng.standard_normal((1, 16, 6, 6)).astype(np.float32)
     w = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)

@@ -22,7 +22,10 @@ Invariants:
   residual (a plain add: same layout) and the activation in place.
 - The GEMM-ready weight ``[K, M1*M0]`` (zero columns past M) is derived from FRACTAL_Z once
   per weight and kept while the weight lives (``layout.kept``).
-- Declines (returns ``None``, the converting path runs) grouped convs, other formats
+- Depthwise convs (group = C = M) multiply-add one strided view of the padded blocked
+  input per tap (the C0 lanes stay innermost: no layout change at all), the per-tap
+  factors ``[KH*KW, C1*C0]`` kept per weight like the GEMM weight.
+- Declines (returns ``None``, the converting path runs) other grouped convs, other formats
   (the small-channel NC1HWC0_C04 / FRACTAL_Z_C04 pair), plain or broadcast residuals,
   non-float dtypes and N-d convs other than 2-D.
 """
@@ -53,14 +56,15 @@ def fused_conv_blocked(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]
     if x is None or w is None or tx is None or tw is None or tw.shape is None:
         return None
     if (tx.format != F.NC1HWC0 or tw.format != F.FRACTAL_Z or x.ndim != 5
-            or tx.dtype not in FLOATS or x.dtype != w.dtype or tx.shape is None
-            or iattr(call, "group", 1) != 1):
+            or tx.dtype not in FLOATS or x.dtype != w.dtype or tx.shape is None):
         return None
     if b is not None and tb is not None and tb.format != F.ND:
         return None
-    m, c, kh, kw = (int(d) for d in tw.shape)
+    m, cg, kh, kw = (int(d) for d in tw.shape)
     n, c1, h, wd, c0 = x.shape
-    if int(tx.shape[1]) != c or c1 * c0 < c:
+    c, group = int(tx.shape[1]), iattr(call, "group", 1)
+    depthwise = group == c == m > 1 and cg == 1
+    if (group != 1 and not depthwise) or c != cg * group or c1 * c0 < c:
         return None
     win = window((h, wd), kernel_of(call.attrs, tw.shape, 2), call.attrs)
     if win.kernel != (kh, kw):
@@ -75,13 +79,22 @@ def fused_conv_blocked(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]
         return None
     out = outs[0] if outs else np.empty(shape, x.dtype)
     work = np.dtype(np.float32) if x.dtype == np.float16 else x.dtype
-    wt = _gemm_weight(w, tw, work, m1 * c0)
-    cols = _patches(x, c, win, work)
-    y = scratch((cols.shape[0], m1 * c0), work, slot=2)
-    np.matmul(cols, wt, out=y)
-    if b is not None:
-        y[:, :m] += b.astype(work, copy=False)
-    _from_rows(y, out)
+    if depthwise:
+        acc = out if work == x.dtype else scratch(shape, work, slot=2)
+        _depthwise(x, c, _tap_weight(w, tw, work, m1 * c0), win, acc)
+        if b is not None:
+            bias = np.zeros(m1 * c0, work)
+            bias[:m] = b
+            acc += bias.reshape(1, m1, 1, 1, c0)
+        if acc is not out:
+            np.copyto(out, acc, casting="same_kind")
+    else:
+        cols = _patches(x, c, win, work)
+        y = scratch((cols.shape[0], m1 * c0), work, slot=2)
+        np.matmul(cols, _gemm_weight(w, tw, work, m1 * c0), out=y)
+        if b is not None:
+            y[:, :m] += b.astype(work, copy=False)
+        _from_rows(y, out)
     if z is not None:
         out += z
         _zero_lanes(out, m)
@@ -102,6 +115,60 @@ def _gemm_weight(w: np.ndarray, t: TensorType, work: np.dtype, cols: int) -> np.
         return mat
 
     return kept(w, f"conv GEMM [K, M] from FRACTAL_Z in {work.name}", make)
+
+
+def _tap_weight(w: np.ndarray, t: TensorType, work: np.dtype, lanes: int) -> np.ndarray:
+    """A depthwise FRACTAL_Z weight [M, 1, KH, KW] as ``[KH*KW, lanes]`` in ``work``: per
+    tap, one factor per channel (zero past M), kept per weight."""
+
+    def make() -> np.ndarray:
+        m, _, kh, kw = (int(d) for d in t.shape or ())
+        plain = F.from_format(w, F.FRACTAL_Z, (m, 1, kh, kw))
+        taps = np.zeros((kh * kw, lanes), work)
+        taps[:, :m] = plain.reshape(m, kh * kw).T
+        return taps
+
+    return kept(w, f"depthwise taps [KH*KW, C] from FRACTAL_Z in {work.name}", make)
+
+
+def _depthwise(x: np.ndarray, c: int, taps: np.ndarray, win: Window, acc: np.ndarray
+               ) -> None:
+    """The depthwise conv of the NC1HWC0 ``x`` (C channels) into ``acc`` [N, C1, Ho, Wo,
+    C0]: one multiply and one add per tap (in the order ``conv``'s plain depthwise path
+    takes) over a view of the padded blocked input whose rows are contiguous runs of Wo*C0
+    values, by factors laid out as wide as a row, so NumPy's inner loops run a whole row."""
+    n, c1, h, w, c0 = x.shape
+    (kh, kw), (sh, sw), (dh, dw) = win.kernel, win.strides, win.dilations
+    (pt, pl), (ho, wo) = win.begin, win.out
+    hp = max(pt + h, (ho - 1) * sh + (kh - 1) * dh + 1)
+    wp = max(pl + w, (wo - 1) * sw + (kw - 1) * dw + 1)
+    wp += -wp % sw  # whole phases
+    xp = scratch((n, c1, hp, wp, c0), x.dtype, slot=1)
+    xp[:, :, :pt] = 0  # the border only: the interior is written next
+    xp[:, :, pt + h:] = 0
+    xp[:, :, pt:pt + h, :pl] = 0
+    xp[:, :, pt:pt + h, pl + w:] = 0
+    xp[:, :, pt:pt + h, pl:pl + w] = x
+    _zero_lanes(xp, c)  # what the input's padding lanes hold must reach no value
+    if sw > 1:  # columns split by phase (x % sw): a strided tap reads a contiguous run
+        phases = scratch((n, c1, hp, sw, wp // sw, c0), x.dtype, slot=3)
+        np.copyto(phases, xp.reshape(n, c1, hp, wp // sw, sw, c0).transpose(0, 1, 2, 4, 3, 5))
+    factors = scratch((kh * kw, c1, 1, wo, c0), acc.dtype, slot=4)
+    np.copyto(factors, taps.reshape(kh * kw, c1, 1, 1, c0))
+    term = scratch(acc.shape, acc.dtype, slot=0)
+    for t in range(kh * kw):
+        i, j = divmod(t, kw)
+        rows = slice(i * dh, i * dh + (ho - 1) * sh + 1, sh)
+        if sw > 1:
+            start = (j * dw) // sw
+            src = phases[:, :, rows, (j * dw) % sw, start:start + wo]
+        else:
+            src = xp[:, :, rows, j * dw:j * dw + wo]
+        if t == 0:
+            np.multiply(src, factors[t], out=acc)
+        else:
+            np.multiply(src, factors[t], out=term)
+            acc += term
 
 
 def _chunks(a: np.ndarray, k: int) -> np.ndarray:
