@@ -260,35 +260,39 @@ def _unblock_into(x: np.ndarray, shape: Sequence[int], buf: np.ndarray) -> np.nd
     return buf[:, :int(shape[1])]
 
 
-# (id(weight), form) -> (a weak reference to it, a derived array); an entry leaves with its
-# weight. Weights are read-only and never change, so a form of one (its plain array, the
-# GEMM-ready matrix of a conv) is computed once, for the first KEPT bytes of them in all
-# (beyond, each call derives it again: bounded memory).
-_KEPT: dict[tuple[int, str], tuple[weakref.ref[np.ndarray], np.ndarray]] = {}
+# (ids of the weights, form) -> (weak references to them, a derived array); an entry leaves
+# with any of its weights. Weights are read-only and never change, so a form of them (a
+# weight's plain array, a conv's GEMM-ready matrix with its bias) is computed once, for the
+# first KEPT bytes of them in all (beyond, each call derives it again: bounded memory).
+_KEPT: dict[tuple[tuple[int, ...], str],
+            tuple[tuple[weakref.ref[np.ndarray], ...], np.ndarray]] = {}
 KEPT = 256 << 20
 
 
-def kept(x: np.ndarray, form: str, make: Callable[[], np.ndarray]) -> np.ndarray:
-    """``make()``, a read-only array derived from the read-only array ``x`` (a weight) and
+def kept(sources: np.ndarray | tuple[np.ndarray, ...], form: str,
+         make: Callable[[], np.ndarray]) -> np.ndarray:
+    """``make()``, a read-only array derived from the read-only ``sources`` (weights) and
     named ``form`` (what it is: the format it was converted from, the layout it has), kept
-    while ``x`` lives and the budget allows, so it is computed once per weight."""
-    key = (id(x), form)
+    while they all live and the budget allows, so it is computed once per weight."""
+    xs = sources if isinstance(sources, tuple) else (sources,)
+    key = (tuple(id(a) for a in xs), form)
     hit = _KEPT.get(key)
-    if hit is not None and hit[0]() is x:
+    if hit is not None and all(r() is a for r, a in zip(hit[0], xs, strict=True)):
         return hit[1]
     made = np.ascontiguousarray(make())
-    if x.flags.writeable or sum(e[1].nbytes for e in list(_KEPT.values())) + made.nbytes > KEPT:
+    if (any(a.flags.writeable for a in xs)
+            or sum(e[1].nbytes for e in list(_KEPT.values())) + made.nbytes > KEPT):
         return made
     made.setflags(write=False)
 
-    def forget(_: object, entries: dict[tuple[int, str], Any] = _KEPT) -> None:
+    def forget(_: object, entries: dict[Any, Any] = _KEPT) -> None:
         entries.pop(key, None)  # (bound now: at exit the module's globals may be gone)
 
     try:
-        ref = weakref.ref(x, forget)
+        refs = tuple(weakref.ref(a, forget) for a in xs)
     except TypeError:
         return made  # an array that takes no weak reference: not kept
-    _KEPT[key] = (ref, made)
+    _KEPT[key] = (refs, made)
     return made
 
 

@@ -176,14 +176,14 @@ def test_a_weight_form_is_derived_once_and_leaves_with_its_weight() -> None:
     assert layout.kept(weight, "test form", make) is first and len(made) == 1
     assert not first.flags.writeable
     assert layout.kept(weight, "another form", make) is not first and len(made) == 2
-    key = (id(weight), "test form")
+    key = ((id(weight),), "test form")
     assert key in layout._KEPT
     del weight, first
     gc.collect()
     assert key not in layout._KEPT
     scratchpad = np.ones(3)  # writeable: an activation, never kept
     layout.kept(scratchpad, "test form", lambda: scratchpad + 1)
-    assert (id(scratchpad), "test form") not in layout._KEPT
+    assert ((id(scratchpad),), "test form") not in layout._KEPT
 
 
 def test_scratch_slots_are_separate_buffers() -> None:

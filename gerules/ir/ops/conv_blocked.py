@@ -17,14 +17,17 @@ Invariants:
   border zeroed; the lanes of a partial last block one by one); the im2col of that NHWC
   array (an ``as_strided`` view whose inner axis is a tap row's KW*C values, contiguous)
   copied once into scratch slot 0 (a 1x1 stride-1 unpadded conv uses the NHWC array
-  itself); one BLAS call into scratch slot 2 ``[P, M1*M0]``; the bias added
-  over rows; the result moved to the output [N, M1, Ho, Wo, M0] by M0 chunks; then the
-  residual (a plain add: same layout) and the activation in place.
-- The GEMM-ready weight ``[K, M1*M0]`` (zero columns past M) is derived from FRACTAL_Z once
-  per weight and kept while the weight lives (``layout.kept``).
-- Depthwise convs (group = C = M) multiply-add one strided view of the padded blocked
-  input per tap (the C0 lanes stay innermost: no layout change at all), the per-tap
-  factors ``[KH*KW, C1*C0]`` kept per weight like the GEMM weight.
+  itself), with a last column of ones when there is a bias; one BLAS call into scratch
+  slot 2 ``[P, M1*M0]`` by the weight with the bias as its last row (the bias costs no
+  pass of its own); the result moved to the output [N, M1, Ho, Wo, M0] by M0 chunks;
+  then the residual (a plain add: same layout) and the activation in place.
+- The GEMM-ready weight ``[K (+1), M1*M0]`` (zero columns past M, the bias row) is derived
+  from FRACTAL_Z once per weight and bias and kept while they live (``layout.kept``); a
+  call's geometry (``Plan``) is worked out once per runtime step.
+- Depthwise convs (group = C = M) multiply-add one view of the padded blocked input per
+  tap (the C0 lanes stay innermost: no layout change at all; a stride-2 input split by
+  column phase so each tap reads contiguous rows), by per-tap factors ``[KH*KW, C1*C0]``
+  kept per weight like the GEMM weight; the bias is one add.
 - Declines (returns ``None``, the converting path runs) other grouped convs, other formats
   (the small-channel NC1HWC0_C04 / FRACTAL_Z_C04 pair), plain or broadcast residuals,
   non-float dtypes and N-d convs other than 2-D.
@@ -33,11 +36,11 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from .. import formats as F
-from ..graph import TensorType
 from ..layout import kept
 from ..registry import Call
 from ._common import Arrays, at, iattr, scratch
@@ -47,18 +50,41 @@ from .activation import activate_into
 FLOATS = frozenset({"float16", "float32", "float64"})
 
 
-def fused_conv_blocked(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]
-                       ) -> list[np.ndarray] | None:
-    """``ge.FusedConv`` on NC1HWC0 / FRACTAL_Z operands into ``outs[0]`` (or a fresh array
-    when ``outs`` is empty); ``None`` when the call is not one this kernel takes."""
-    x, w, b, z = (at(inputs, i) for i in range(4))
-    tx, tw, tb, tz = (at(call.types, i) for i in range(4))
-    if x is None or w is None or tx is None or tw is None or tw.shape is None:
-        return None
-    if (tx.format != F.NC1HWC0 or tw.format != F.FRACTAL_Z or x.ndim != 5
-            or tx.dtype not in FLOATS or x.dtype != w.dtype or tx.shape is None):
-        return None
-    if b is not None and tb is not None and tb.format != F.ND:
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What a call computes on an input of one physical shape (decided once per step)."""
+
+    win: Window
+    c: int  # input channels (logical)
+    m: int  # output channels (logical)
+    shape: tuple[int, ...]  # the output's physical shape [N, M1, Ho, Wo, M0]
+    weight: tuple[int, ...]  # the weight's logical shape [M, C / group, KH, KW]
+    work: np.dtype  # the arithmetic's dtype (float16 runs in float32)
+    depthwise: bool
+
+
+# id(call) -> (call, input's physical shape, its plan or None: declined); a runtime step
+# keeps its Call, so the geometry is worked out once per step (bounded: cleared when full)
+_PLANS: dict[int, tuple[Call, tuple[int, ...], Plan | None]] = {}
+PLANS = 4096
+
+
+def _plan(x: np.ndarray, call: Call) -> Plan | None:
+    hit = _PLANS.get(id(call))
+    if hit is not None and hit[0] is call and hit[1] == x.shape:
+        return hit[2]
+    plan = _make_plan(x, call)
+    if len(_PLANS) >= PLANS:
+        _PLANS.clear()
+    _PLANS[id(call)] = (call, x.shape, plan)
+    return plan
+
+
+def _make_plan(x: np.ndarray, call: Call) -> Plan | None:
+    tx, tw, tb = (at(call.types, i) for i in range(3))
+    if (tx is None or tw is None or tw.shape is None or tx.shape is None
+            or tx.format != F.NC1HWC0 or tw.format != F.FRACTAL_Z or x.ndim != 5
+            or tx.dtype not in FLOATS or (tb is not None and tb.format != F.ND)):
         return None
     m, cg, kh, kw = (int(d) for d in tw.shape)
     n, c1, h, wd, c0 = x.shape
@@ -69,61 +95,80 @@ def fused_conv_blocked(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]
     win = window((h, wd), kernel_of(call.attrs, tw.shape, 2), call.attrs)
     if win.kernel != (kh, kw):
         return None
-    m1 = -(-m // c0)
-    ho, wo = win.out
-    shape = (n, m1, ho, wo, c0)
-    if z is not None and (tz is None or tz.format != F.NC1HWC0 or z.shape != shape
-                          or z.dtype != x.dtype):
+    work = np.dtype(np.float32) if x.dtype == np.float16 else x.dtype
+    return Plan(win, c, m, (n, -(-m // c0), *win.out, c0), (m, cg, kh, kw), work, depthwise)
+
+
+def fused_conv_blocked(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]
+                       ) -> list[np.ndarray] | None:
+    """``ge.FusedConv`` on NC1HWC0 / FRACTAL_Z operands into ``outs[0]`` (or a fresh array
+    when ``outs`` is empty); ``None`` when the call is not one this kernel takes."""
+    x, w, b, z = (at(inputs, i) for i in range(4))
+    if x is None or w is None or x.dtype != w.dtype:
+        return None
+    plan = _plan(x, call)
+    if plan is None:
+        return None
+    shape, work = plan.shape, plan.work
+    if z is not None and (z.shape != shape or z.dtype != x.dtype
+                          or getattr(at(call.types, 3), "format", None) != F.NC1HWC0):
         return None
     if outs and (outs[0].shape != shape or outs[0].dtype != x.dtype):
         return None
     out = outs[0] if outs else np.empty(shape, x.dtype)
-    work = np.dtype(np.float32) if x.dtype == np.float16 else x.dtype
-    if depthwise:
+    lanes = shape[1] * shape[4]
+    if plan.depthwise:
         acc = out if work == x.dtype else scratch(shape, work, slot=2)
-        _depthwise(x, c, _tap_weight(w, tw, work, m1 * c0), win, acc)
+        _depthwise(x, plan.c, _tap_weight(w, plan.weight, work, lanes), plan.win, acc)
         if b is not None:
-            bias = np.zeros(m1 * c0, work)
-            bias[:m] = b
-            acc += bias.reshape(1, m1, 1, 1, c0)
+            bias = np.zeros(lanes, work)
+            bias[:plan.m] = b
+            acc += bias.reshape(1, shape[1], 1, 1, shape[4])
         if acc is not out:
             np.copyto(out, acc, casting="same_kind")
     else:
-        cols = _patches(x, c, win, work)
-        y = scratch((cols.shape[0], m1 * c0), work, slot=2)
-        np.matmul(cols, _gemm_weight(w, tw, work, m1 * c0), out=y)
-        if b is not None:
-            y[:, :m] += b.astype(work, copy=False)
+        cols = _patches(x, plan.c, plan.win, work, ones=b is not None)
+        y = scratch((cols.shape[0], lanes), work, slot=2)
+        np.matmul(cols, _gemm_weight(w, b, plan.weight, work, lanes), out=y)
         _from_rows(y, out)
     if z is not None:
         out += z
-        _zero_lanes(out, m)
+        _zero_lanes(out, plan.m)
     activate_into(out, call.attrs)
-    _zero_lanes(out, m)
+    _zero_lanes(out, plan.m)
     return [out]
 
 
-def _gemm_weight(w: np.ndarray, t: TensorType, work: np.dtype, cols: int) -> np.ndarray:
-    """The FRACTAL_Z weight as ``[KH*KW*C, cols]`` in ``work`` (taps, then channels; zero
-    columns past M), kept per weight."""
+def _gemm_weight(w: np.ndarray, b: np.ndarray | None, shape: tuple[int, ...],
+                 work: np.dtype, cols: int) -> np.ndarray:
+    """The FRACTAL_Z weight of logical ``shape`` as ``[KH*KW*C (+1), cols]`` in ``work``
+    (taps, then channels; the bias as the last row when there is one, for the column of
+    ones ``_patches`` adds; zero columns past M), kept per weight and bias."""
 
     def make() -> np.ndarray:
-        m, c, kh, kw = (int(d) for d in t.shape or ())
-        plain = F.from_format(w, F.FRACTAL_Z, (m, c, kh, kw))
-        mat = np.zeros((kh * kw * c, cols), work)
-        mat[:, :m] = plain.transpose(2, 3, 1, 0).reshape(-1, m)
+        m, c, kh, kw = shape
+        plain = F.from_format(w, F.FRACTAL_Z, shape)
+        mat = np.zeros((kh * kw * c + (b is not None), cols), work)
+        mat[:kh * kw * c, :m] = plain.transpose(2, 3, 1, 0).reshape(-1, m)
+        if b is not None:
+            mat[-1, :m] = b
         return mat
 
-    return kept(w, f"conv GEMM [K, M] from FRACTAL_Z in {work.name}", make)
+    return kept((w,) if b is None else (w, b), _GEMM_FORMS[work.name, b is not None], make)
 
 
-def _tap_weight(w: np.ndarray, t: TensorType, work: np.dtype, lanes: int) -> np.ndarray:
+_GEMM_FORMS = {(d, bias): f"conv GEMM [K{' + bias' if bias else ''}, M] from FRACTAL_Z in {d}"
+               for d in FLOATS for bias in (False, True)}
+
+
+def _tap_weight(w: np.ndarray, shape: tuple[int, ...], work: np.dtype, lanes: int
+                ) -> np.ndarray:
     """A depthwise FRACTAL_Z weight [M, 1, KH, KW] as ``[KH*KW, lanes]`` in ``work``: per
     tap, one factor per channel (zero past M), kept per weight."""
 
     def make() -> np.ndarray:
-        m, _, kh, kw = (int(d) for d in t.shape or ())
-        plain = F.from_format(w, F.FRACTAL_Z, (m, 1, kh, kw))
+        m, _, kh, kw = shape
+        plain = F.from_format(w, F.FRACTAL_Z, shape)
         taps = np.zeros((kh * kw, lanes), work)
         taps[:, :m] = plain.reshape(m, kh * kw).T
         return taps
@@ -208,34 +253,41 @@ def _zero_lanes(out: np.ndarray, m: int) -> None:
         out[:, -1, ..., rest:] = 0
 
 
-def _patches(x: np.ndarray, c: int, win: Window, work: np.dtype) -> np.ndarray:
+def _patches(x: np.ndarray, c: int, win: Window, work: np.dtype, ones: bool = False
+             ) -> np.ndarray:
     """The im2col matrix ``[N*Ho*Wo, KH*KW*C]`` (taps, then channels) of the NC1HWC0 ``x``
-    (C logical channels) in ``work``: a view of scratch, valid until the next call."""
+    (C logical channels) in ``work``, with a last column of ones when ``ones`` (for the
+    bias row of the GEMM weight): a view of scratch, valid until the next call."""
     n, _, h, w, _ = x.shape
     (kh, kw), (sh, sw), (dh, dw) = win.kernel, win.strides, win.dilations
     (pt, pl), (ho, wo) = win.begin, win.out
+    p, k = n * ho * wo, kh * kw * c
     if (kh, kw, sh, sw) == (1, 1, 1, 1) and not any(win.begin) and not any(win.end):
-        nhwc = scratch((n, h, w, c), x.dtype, slot=1)
-        _to_nhwc(x, nhwc)
-        if x.dtype == work:
-            return nhwc.reshape(n * h * w, c)
-        cols = scratch((n * h * w, c), work, slot=0)
-        np.copyto(cols, nhwc.reshape(n * h * w, c), casting="same_kind")
-        return cols
-    hp = max(pt + h, (ho - 1) * sh + (kh - 1) * dh + 1)
-    wp = max(pl + w, (wo - 1) * sw + (kw - 1) * dw + 1)
-    xp = scratch((n, hp, wp, c), x.dtype, slot=1)
-    xp[:, :pt] = 0  # the border only: the interior is written next
-    xp[:, pt + h:] = 0
-    xp[:, pt:pt + h, :pl] = 0
-    xp[:, pt:pt + h, pl + w:] = 0
-    _to_nhwc(x, xp[:, pt:pt + h, pl:pl + w])
-    sn, sy, sx, sc = xp.strides
-    shape: tuple[int, ...] = (n, ho, wo, kh, kw, c)
-    strides: tuple[int, ...] = (sn, sy * sh, sx * sw, sy * dh, sx * dw, sc)
-    if dw == 1:  # a tap row's KW*C values lie side by side: one run per row
-        shape, strides = (n, ho, wo, kh, kw * c), (sn, sy * sh, sx * sw, sy * dh, sc)
-    view = np.lib.stride_tricks.as_strided(xp, shape, strides, writeable=False)
-    cols = scratch(shape, work, slot=0)
-    np.copyto(cols, view, casting="same_kind")
-    return cols.reshape(n * ho * wo, kh * kw * c)
+        if x.dtype == work:  # the NHWC array is the matrix
+            cols = scratch((p, c + ones), work, slot=1)
+            _to_nhwc(x, np.reshape(cols[:, :c], (n, h, w, c), copy=False))
+        else:
+            nhwc = scratch((n, h, w, c), x.dtype, slot=1)
+            _to_nhwc(x, nhwc)
+            cols = scratch((p, c + ones), work, slot=0)
+            np.copyto(cols[:, :c], nhwc.reshape(p, c), casting="same_kind")
+    else:
+        hp = max(pt + h, (ho - 1) * sh + (kh - 1) * dh + 1)
+        wp = max(pl + w, (wo - 1) * sw + (kw - 1) * dw + 1)
+        xp = scratch((n, hp, wp, c), x.dtype, slot=1)
+        xp[:, :pt] = 0  # the border only: the interior is written next
+        xp[:, pt + h:] = 0
+        xp[:, pt:pt + h, :pl] = 0
+        xp[:, pt:pt + h, pl + w:] = 0
+        _to_nhwc(x, xp[:, pt:pt + h, pl:pl + w])
+        sn, sy, sx, sc = xp.strides
+        shape: tuple[int, ...] = (n, ho, wo, kh, kw, c)
+        strides: tuple[int, ...] = (sn, sy * sh, sx * sw, sy * dh, sx * dw, sc)
+        if dw == 1:  # a tap row's KW*C values lie side by side: one run per row
+            shape, strides = (n, ho, wo, kh, kw * c), (sn, sy * sh, sx * sw, sy * dh, sc)
+        view = np.lib.stride_tricks.as_strided(xp, shape, strides, writeable=False)
+        cols = scratch((p, k + ones), work, slot=0)
+        np.copyto(np.reshape(cols[:, :k], shape, copy=False), view, casting="same_kind")
+    if ones:
+        cols[:, -1] = 1
+    return cols
