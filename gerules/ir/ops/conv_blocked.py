@@ -16,11 +16,12 @@ Invariants:
 - Steps: X [N, C1, H, W, C0] -> [N, Hp, Wp, C] by C0 chunks into scratch slot 1 (only its
   border zeroed; the lanes of a partial last block one by one); the im2col of that NHWC
   array (an ``as_strided`` view whose inner axis is a tap row's KW*C values, contiguous)
-  copied once into scratch slot 0 (a 1x1 stride-1 unpadded conv uses the NHWC array
-  itself), with a last column of ones when there is a bias; one BLAS call into scratch
-  slot 2 ``[P, M1*M0]`` by the weight with the bias as its last row (the bias costs no
-  pass of its own); the result moved to the output [N, M1, Ho, Wo, M0] by M0 chunks;
-  then the residual (a plain add: same layout) and the activation in place.
+  copied once into scratch slot 0 (an unpadded 1x1 conv's matrix is the NHWC array of the
+  pixels it reads, moved straight from X), with a last column of ones when there is a
+  bias; one BLAS call into scratch slot 2 ``[P, M1*M0]`` by the weight with the bias as
+  its last row (the bias costs no pass of its own); the result moved to the output [N, M1,
+  Ho, Wo, M0] by M0 chunks; then the residual (a plain add: same layout) and the
+  activation in place.
 - The GEMM-ready weight ``[K (+1), M1*M0]`` (zero columns past M, the bias row) is derived
   from FRACTAL_Z once per weight and bias and kept while they live (``layout.kept``); a
   call's geometry (``Plan``) is worked out once per runtime step.
@@ -262,13 +263,14 @@ def _patches(x: np.ndarray, c: int, win: Window, work: np.dtype, ones: bool = Fa
     (kh, kw), (sh, sw), (dh, dw) = win.kernel, win.strides, win.dilations
     (pt, pl), (ho, wo) = win.begin, win.out
     p, k = n * ho * wo, kh * kw * c
-    if (kh, kw, sh, sw) == (1, 1, 1, 1) and not any(win.begin) and not any(win.end):
+    if (kh, kw) == (1, 1) and not any(win.begin) and not any(win.end):
+        picked = x[:, :, :(ho - 1) * sh + 1:sh, :(wo - 1) * sw + 1:sw]  # a view (stride 1: x)
         if x.dtype == work:  # the NHWC array is the matrix
             cols = scratch((p, c + ones), work, slot=1)
-            _to_nhwc(x, np.reshape(cols[:, :c], (n, h, w, c), copy=False))
+            _to_nhwc(picked, np.reshape(cols[:, :c], (n, ho, wo, c), copy=False))
         else:
-            nhwc = scratch((n, h, w, c), x.dtype, slot=1)
-            _to_nhwc(x, nhwc)
+            nhwc = scratch((n, ho, wo, c), x.dtype, slot=1)
+            _to_nhwc(picked, nhwc)
             cols = scratch((p, c + ones), work, slot=0)
             np.copyto(cols[:, :c], nhwc.reshape(p, c), casting="same_kind")
     else:
