@@ -55,10 +55,10 @@ import onnxruntime as ort
 
 from gerules.compiler import CompileOptions, compile_model
 from gerules.ir.graph import Graph
-from gerules.ir.infer import schema_for
-from gerules.ir.registry import default_registry
 from gerules.onnx_io import load_model
-from gerules.runtime.executor import Executor, run_step
+from gerules.ir.weights import arrays
+from gerules.runtime.arena import execute
+from gerules.runtime.executor import Executor, check_feeds, run_step
 from gerules.runtime.model import Model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -105,25 +105,51 @@ def feeds_for(name: str) -> dict[str, np.ndarray]:
 
 def profile_ops(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, float]:
     """Milliseconds per op type for one run of our executor (after a warm-up run)."""
-    registry = default_registry()
-    last_use = {name: k for k, node in enumerate(graph.nodes) for name in node.inputs}
-    keep = set(graph.output_names) | set(graph.initializers)
-    steps = []
-    for k, node in enumerate(graph.nodes):
-        schema = schema_for(node, graph, registry)
-        dead = [n for n in set(node.inputs) if last_use.get(n) == k and n not in keep]
-        steps.append((node, schema.kernel, schema.call(node.attrs, len(node.outputs)), dead))
+    executor = Executor(graph)
+    steps = [(s.node.qualified_op, s) for s in executor._steps]
+
+    def one_run(timed: Callable[[str, Callable[[], None]], None]) -> None:
+        env = {**arrays(graph.initializers), **feeds}
+        for op, step in steps:
+            timed(op, lambda step=step: run_step(step.node, step.schema.kernel, step.call,
+                                                  env))
+            for name in step.free_after:  # free as the executor does
+                env.pop(name, None)
+
+    return _per_op(one_run)
+
+
+def profile_model_ops(model: Model, feeds: dict[str, np.ndarray]) -> dict[str, float]:
+    """Milliseconds per op type for one run of a loaded ``.om`` in its arena (after a
+    warm-up run), each step as ``Model.run`` executes it."""
+    pool = model._pools[0]
+    program = pool.program
+
+    def one_run(timed: Callable[[str, Callable[[], None]], None]) -> None:
+        arena = pool.acquire()
+        try:
+            env = {**model._weights, **check_feeds(program.graph, feeds), **arena.views}
+            for step in program.steps:
+                timed(step.node.qualified_op, lambda step=step: execute(step, env,
+                                                                        arena.views))
+        finally:
+            pool.release(arena)
+
+    return _per_op(one_run)
+
+
+def _per_op(one_run: Callable[[Callable[[str, Callable[[], None]], None]], None]
+            ) -> dict[str, float]:
     totals: dict[str, float] = {}
+
+    def timed(op: str, thunk: Callable[[], None]) -> None:
+        start = time.perf_counter()
+        thunk()
+        totals[op] = totals.get(op, 0.0) + time.perf_counter() - start
+
     for _ in range(2):  # the first pass warms caches; the second is measured
         totals.clear()
-        env = {**graph.initializers, **feeds}
-        for node, kernel, call, dead in steps:
-            start = time.perf_counter()
-            run_step(node, kernel, call, env)
-            totals[node.qualified_op] = (totals.get(node.qualified_op, 0.0)
-                                         + time.perf_counter() - start)
-            for name in dead:  # free as the executor does, so memory behaves the same
-                env.pop(name, None)
+        one_run(timed)
     ranked = sorted(totals.items(), key=lambda kv: -kv[1])
     return {op: round(1e3 * t, 2) for op, t in ranked}
 
@@ -159,7 +185,8 @@ def bench(name: str, opset: int, warmup: int, runs: int, profile: bool, tmp: Pat
         result["compiled"]["nodes"] = len(model.graph.nodes)
     if profile:
         result["ms_per_op"] = profile_ops(graph, feeds)
-        result["ms_per_op_compiled"] = profile_ops(compiled.graph, feeds)
+        with Model.load(compiled.path) as model:
+            result["ms_per_op_compiled"] = profile_model_ops(model, feeds)
     return result
 
 
