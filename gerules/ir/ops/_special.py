@@ -26,5 +26,5 @@ def erf(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     return np.asarray(_special().erf(x, out=out))
 
 
-def sigmoid(x: np.ndarray) -> np.ndarray:
-    return np.asarray(_special().expit(x))
+def sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    return np.asarray(_special().expit(x, out=out))

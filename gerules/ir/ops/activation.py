@@ -41,16 +41,16 @@ FLOAT = OP_FLOATS
 SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
 
 
-def relu(x: np.ndarray) -> np.ndarray:
-    return np.asarray(np.maximum(x, x.dtype.type(0)))
+def relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    return np.asarray(np.maximum(x, x.dtype.type(0), out=out))
 
 
 def leaky_relu(x: np.ndarray, alpha: float = 0.01) -> np.ndarray:
     return np.where(x >= 0, x, x * x.dtype.type(alpha))
 
 
-def sigmoid(x: np.ndarray) -> np.ndarray:
-    return _special.sigmoid(x)
+def sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    return _special.sigmoid(x, out)
 
 
 def hard_sigmoid(x: np.ndarray, alpha: float = 0.2, beta: float = 0.5) -> np.ndarray:
@@ -223,13 +223,14 @@ CLIP_ATTRS = [attr("min", "float", -3.4028234663852886e38),
               attr("max", "float", 3.4028234663852886e38)]
 
 SCHEMAS = [
-    unary("Relu", 6, relu, doc="rectified linear unit, Y = max(X, 0)"),
+    unary("Relu", 6, relu, into=relu, doc="rectified linear unit, Y = max(X, 0)"),
     unary("LeakyRelu", 6, leaky_relu, attrs=[attr("alpha", "float", 0.01)], flops_per_elem=2,
           doc="Y = X if X >= 0 else alpha * X"),
     schema("PRelu", 7, "X slope", "Y", _prelu_infer, _prelu_kernel,
            traits={ELEMENTWISE, INPLACE}, flops=out_elems(2),
            doc="Y = X if X >= 0 else slope * X (slope broadcasts to X)"),
-    unary("Sigmoid", 6, sigmoid, dtypes=FLOAT, flops_per_elem=4, doc="Y = 1 / (1 + e^-X)"),
+    unary("Sigmoid", 6, sigmoid, into=sigmoid, dtypes=FLOAT, flops_per_elem=4,
+          doc="Y = 1 / (1 + e^-X)"),
     unary("HardSigmoid", 6, hard_sigmoid, dtypes=FLOAT, flops_per_elem=3,
           attrs=[attr("alpha", "float", 0.2), attr("beta", "float", 0.5)],
           doc="Y = clip(alpha * X + beta, 0, 1)"),
