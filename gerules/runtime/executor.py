@@ -10,8 +10,9 @@ Invariants:
 - Memory is recycled (as onnxruntime's arena does): a step whose op has a ``kernel_out`` and
   whose outputs have static types (the graph's, with symbolic dims bound by the feeds)
   computes straight into buffers the executor hands out, taken from its ``BufferPool`` when
-  one of that size is spare, else fresh. When the last tensor viewing such a buffer dies, the
-  buffer goes back to the pool. Only buffers the executor handed out are ever pooled, and
+  one of that size is spare, else fresh; an ``INPLACE`` op whose first input dies at it
+  writes over that input when it is a whole buffer of the output's type nothing else
+  views. When the last tensor viewing such a buffer dies, the buffer goes back to the pool. Only buffers the executor handed out are ever pooled, and
   only once no tensor of the run views them: graph inputs, initializers and kernels' own
   arrays never are, and a buffer an output returned to the caller views leaves the executor
   for good (a second run never writes over a result the caller kept).
@@ -42,7 +43,7 @@ from ..errors import GeError, KernelError, ModelError, ResourceLimit
 from ..ir.dtypes import to_numpy
 from ..ir.graph import Graph, Node, TensorType, Value
 from ..ir.infer import schema_for
-from ..ir.registry import Call, KernelFn, OpSchema, Registry, default_registry
+from ..ir.registry import INPLACE, Call, KernelFn, OpSchema, Registry, default_registry
 from ..ir.weights import arrays, release
 from .guard import output_bytes, predict, value_shaped
 from .pool import BufferPool, owner
@@ -58,6 +59,9 @@ class _Step:
     # the outputs' types when the op has a kernel_out and every output is named and typed
     # (dims may be symbols the feeds bind), else None: the kernel allocates its own outputs
     out_types: tuple[TensorType, ...] | None = None
+    # an INPLACE op whose first input dies here (and is read at no other port): its output
+    # may take that input's buffer when nothing else views it
+    over_input: bool = False
 
 
 Slots = tuple[tuple[np.dtype, tuple[int, ...], int], ...]  # per output: dtype, shape, nbytes
@@ -88,8 +92,11 @@ class Executor:
                 raise e.with_place(node=node.label, op=node.qualified_op)
             free = tuple(n for n in dict.fromkeys(node.present_inputs())
                          if last_use.get(n) == k and n not in keep)
+            first = node.inputs[0] if node.inputs else ""
+            over = (INPLACE in schema.traits and first in free
+                    and first not in node.inputs[1:])
             steps.append(_Step(node, schema, call, free, _static_bytes(types, node, schema),
-                               _out_types(types, node, schema)))
+                               _out_types(types, node, schema), over))
         self._steps = tuple(steps)
         self._slots: tuple[tuple[tuple[str, int], ...], tuple[Slots | None, ...]] | None = None
         self._aligned: dict[str, np.ndarray] | None = None
@@ -108,8 +115,9 @@ class Executor:
             node = step.node
             if slot is not None:
                 self._check_slots(step, slot, live)
-                outs = [self._buffer(s) for s in slot]
                 args = [env[i] if i else None for i in node.inputs]
+                outs = [self._buffer(s) for s in slot[1:]]
+                outs.insert(0, self._first_output(step, slot[0], args, holders))
                 with kernel_errors(node, _single(node)):
                     step.schema.kernel_out(args, step.call, outs)  # type: ignore[misc]
                 for name, out in zip(node.outputs, outs, strict=True):
@@ -170,6 +178,19 @@ class Executor:
                       for s in self._steps)
         self._slots = (key, slots)
         return slots
+
+    def _first_output(self, step: _Step, slot: tuple[np.dtype, tuple[int, ...], int],
+                      args: list[np.ndarray | None], holders: Mapping[int, list[Any]]
+                      ) -> np.ndarray:
+        """The dying first input itself for an in-place step, when it is the whole of a
+        buffer of the output's type that no other tensor views; else a buffer."""
+        x = args[0] if step.over_input else None
+        if x is not None and x.dtype == slot[0] and x.shape == slot[1]:
+            held = holders.get(id(owner(x)))
+            if (held is not None and held[1] == 1 and x.nbytes == held[0].nbytes
+                    and x.flags.c_contiguous):
+                return x
+        return self._buffer(slot)
 
     def _buffer(self, slot: tuple[np.dtype, tuple[int, ...], int]) -> np.ndarray:
         dtype, shape, nbytes = slot

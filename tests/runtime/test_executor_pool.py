@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from memgraphs import feeds_for, make, random_graphs, registry
+from memgraphs import feeds_for, make, random_graphs, registry, views
 
 from gerules.budgets import DEFAULT
 from gerules.errors import ResourceLimit
@@ -125,3 +125,24 @@ def test_the_spare_is_bounded_by_the_largest_live_set() -> None:
     for seed in range(3):
         ex.run(feeds_for(g, seed))
         assert 0 < ex.pool.spare <= ex.pool.limit <= 4 * 64 * 4
+
+
+def test_an_in_place_chain_writes_over_one_buffer() -> None:
+    """Abs, Neg, Abs, Neg: each step's input dies at it, so all four share one buffer."""
+    g = make([Node(op, (src,), (dst,), name=dst) for op, src, dst in
+              (("Abs", "x", "t0"), ("Neg", "t0", "t1"), ("Abs", "t1", "t2"),
+               ("Neg", "t2", "y"))], {"x": (32,)}, ["y"])
+    ex = Executor(g, registry())
+    for seed in (0, 1):
+        f = feeds_for(g, seed)
+        assert_same(ex.run(f), fresh(g, f))
+    assert ex.pool.reused == 0 and ex.pool.spare == 0
+
+
+def test_a_viewed_input_is_never_written_over() -> None:
+    """a = Abs(x); v = Identity(a); w = Neg(v) may not write over v: ``a`` is read later."""
+    g = views(16)
+    ex = Executor(g, registry())
+    for seed in (0, 1):
+        f = feeds_for(g, seed)
+        assert_same(ex.run(f), fresh(g, f))

@@ -93,6 +93,8 @@ ONNX_CASES = [
     ("Softmax", 11, [_r(2, 3, 7)], {"axis": 1}),  # coerced to 2-D
     ("Softmax", 13, [_r(4, 5).astype(np.float16)], {}),
     ("Relu", 14, [_r(3, 9)], {}),
+    ("Relu", 14, [np.concatenate([_r(2, 65541), [[np.nan, -np.inf], [np.inf, -0.0]]],
+                                 axis=1).astype(np.float32)], {}),  # blocks, and a tail
     ("Sigmoid", 13, [_r(3, 9)], {}),
     ("Tanh", 13, [_r(3, 9)], {}),
     ("Exp", 13, [_r(3, 9).astype(np.float16)], {}),
@@ -136,6 +138,7 @@ def test_elementwise_kernel_out_over_either_operand(op: str, into: int) -> None:
 
 @pytest.mark.parametrize(("op", "opset", "inputs"), [
     ("Relu", 14, [_r(4, 6)]),
+    ("Relu", 14, [_r(3, 50000)]),
     ("BatchNormalization", 15, [_r(1, 6, 3, 3), _r(6), _r(6), _r(6), np.abs(_r(6)) + 0.5]),
     ("LayerNormalization", 17, [_r(4, 6), _r(6), _r(6)]),
     ("Softmax", 13, [_r(4, 6)]),
@@ -156,3 +159,13 @@ def test_kernel_out_refuses_an_output_larger_than_its_result(op: str, inputs: li
     schema = default_registry().get(op, "", 14)
     with pytest.raises((KernelError, ValueError)):
         schema.kernel_out(inputs, schema.call({}), [np.zeros((3, 4), np.float32)])
+
+
+def test_relu_in_blocks_is_max_with_zero() -> None:
+    """The blocked Relu (an array of zeros per block) keeps NaN and clamps -inf, as
+    ``max(x, 0)`` does, over several blocks and a tail."""
+    x = _r(3, 100003)
+    x[0, :4] = [np.nan, -np.inf, np.inf, -1.0]
+    schema = default_registry().get("Relu", "", 14)
+    y = schema.kernel([x], schema.call({}))[0]
+    np.testing.assert_array_equal(y, np.maximum(x, np.float32(0)))

@@ -41,8 +41,30 @@ FLOAT = OP_FLOATS
 SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
 
 
+RELU_BLOCK = 1 << 17  # elements per np.maximum call against a block of zeros
+_ZEROS: dict[np.dtype, np.ndarray] = {}
+
+
 def relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    return np.asarray(np.maximum(x, x.dtype.type(0), out=out))
+    """max(x, 0), into ``out`` when given (which may be ``x``).
+
+    A contiguous float array is taken in blocks against a read-only block of zeros: NumPy's
+    ``maximum`` is vectorised for two arrays but not for an array and a scalar (3x slower
+    on a ResNet activation)."""
+    if x.dtype.kind != "f" or not x.flags.c_contiguous or x.size < 1024:
+        return np.asarray(np.maximum(x, x.dtype.type(0), out=out))
+    y = np.empty_like(x) if out is None else out
+    if not y.flags.c_contiguous or y.shape != x.shape:
+        return np.asarray(np.maximum(x, x.dtype.type(0), out=out))
+    zeros = _ZEROS.get(x.dtype)
+    if zeros is None:
+        zeros = _ZEROS[x.dtype] = np.zeros(RELU_BLOCK, x.dtype)
+        zeros.flags.writeable = False
+    xf, yf = x.reshape(-1), y.reshape(-1)
+    for start in range(0, xf.size, RELU_BLOCK):
+        stop = min(xf.size, start + RELU_BLOCK)
+        np.maximum(xf[start:stop], zeros[:stop - start], out=yf[start:stop])
+    return y
 
 
 def leaky_relu(x: np.ndarray, alpha: float = 0.01) -> np.ndarray:
@@ -172,7 +194,7 @@ def activate_into(y: np.ndarray, attrs: Mapping[str, Any]) -> np.ndarray:
     """``activate`` written back into ``y`` (Relu without any temporary); returns ``y``."""
     name = check_activation(attrs)
     if name == "Relu":
-        np.maximum(y, y.dtype.type(0), out=y)
+        relu(y, out=y)
     elif name == "Gelu" and y.dtype != np.float16:
         gelu(y, str(attrs.get("gelu_approximate") or "none"), out=y)
     elif name:
