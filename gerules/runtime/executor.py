@@ -12,10 +12,11 @@ Invariants:
   computes straight into buffers the executor hands out, taken from its ``BufferPool`` when
   one of that size is spare, else fresh; an ``INPLACE`` op whose first input dies at it
   writes over that input when it is a whole buffer of the output's type nothing else
-  views. When the last tensor viewing such a buffer dies, the buffer goes back to the pool. Only buffers the executor handed out are ever pooled, and
-  only once no tensor of the run views them: graph inputs, initializers and kernels' own
-  arrays never are, and a buffer an output returned to the caller views leaves the executor
-  for good (a second run never writes over a result the caller kept).
+  views. When the last tensor viewing such a buffer dies, the buffer goes back to the pool.
+  Only buffers the executor handed out are ever pooled, and only once no tensor of the run
+  views them: graph inputs, initializers and kernels' own arrays never are, and a buffer an
+  output returned to the caller views leaves the executor for good (a second run never
+  writes over a result the caller kept).
 - Budgets (``gerules.budgets``) hold before each kernel runs: the bytes alive plus what the
   node will produce stay within ``live_bytes``, each output within ``tensor_bytes``. Output
   sizes come from the graph's static types (symbolic dims bound by the feeds), or, where
