@@ -9,6 +9,11 @@ alternating between the two sides (so background load hits both alike):
 - ``compiled``: the ``.om`` that ``ge-rewrite compile`` writes with default options, run by
   ``gerules.runtime.Model`` in its arena, against onnxruntime with all optimizations.
 
+``BLAS floor``: the time NumPy's BLAS takes for the model's products alone (each Conv as its
+im2col GEMM, each MatMul/Gemm; warm operands, preallocated outputs), over onnxruntime's whole
+run: a floor no runtime on this BLAS goes below, so it tells a target this BLAS kernel cannot
+reach from one the runtime misses.
+
 Both onnxruntime sessions use 1 intra-op thread; NumPy's BLAS gets ``--threads`` (default 1).
 Reported: both median latencies, the median of the per-pair ratios ours / onnxruntime and the
 max abs difference of the outputs; ``--profile`` adds our time per op type. ``startup`` is
@@ -55,10 +60,13 @@ import onnxruntime as ort
 
 from gerules.compiler import CompileOptions, compile_model
 from gerules.ir.graph import Graph
-from gerules.ir.infer import schema_for
-from gerules.ir.registry import default_registry
 from gerules.onnx_io import load_model
-from gerules.runtime.executor import Executor, run_step
+from gerules.ir.dims import bind_dims, symbol_sizes
+from gerules.ir.registry import default_registry
+from gerules.ir.verify import verify
+from gerules.ir.weights import arrays
+from gerules.runtime.arena import execute
+from gerules.runtime.executor import Executor, check_feeds, run_step
 from gerules.runtime.model import Model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -105,27 +113,97 @@ def feeds_for(name: str) -> dict[str, np.ndarray]:
 
 def profile_ops(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, float]:
     """Milliseconds per op type for one run of our executor (after a warm-up run)."""
-    registry = default_registry()
-    last_use = {name: k for k, node in enumerate(graph.nodes) for name in node.inputs}
-    keep = set(graph.output_names) | set(graph.initializers)
-    steps = []
-    for k, node in enumerate(graph.nodes):
-        schema = schema_for(node, graph, registry)
-        dead = [n for n in set(node.inputs) if last_use.get(n) == k and n not in keep]
-        steps.append((node, schema.kernel, schema.call(node.attrs, len(node.outputs)), dead))
+    executor = Executor(graph)
+    steps = [(s.node.qualified_op, s) for s in executor._steps]
+
+    def one_run(timed: Callable[[str, Callable[[], None]], None]) -> None:
+        env = {**arrays(graph.initializers), **feeds}
+        for op, step in steps:
+            timed(op, lambda step=step: run_step(step.node, step.schema.kernel, step.call,
+                                                  env))
+            for name in step.free_after:  # free as the executor does
+                env.pop(name, None)
+
+    return _per_op(one_run)
+
+
+def profile_model_ops(model: Model, feeds: dict[str, np.ndarray]) -> dict[str, float]:
+    """Milliseconds per op type for one run of a loaded ``.om`` in its arena (after a
+    warm-up run), each step as ``Model.run`` executes it."""
+    pool = model._pools[0]
+    program = pool.program
+
+    def one_run(timed: Callable[[str, Callable[[], None]], None]) -> None:
+        arena = pool.acquire()
+        try:
+            env = {**model._weights, **check_feeds(program.graph, feeds), **arena.views}
+            for step in program.steps:
+                timed(step.node.qualified_op, lambda step=step: execute(step, env,
+                                                                        arena.views))
+        finally:
+            pool.release(arena)
+
+    return _per_op(one_run)
+
+
+def _per_op(one_run: Callable[[Callable[[str, Callable[[], None]], None]], None]
+            ) -> dict[str, float]:
     totals: dict[str, float] = {}
+
+    def timed(op: str, thunk: Callable[[], None]) -> None:
+        start = time.perf_counter()
+        thunk()
+        totals[op] = totals.get(op, 0.0) + time.perf_counter() - start
+
     for _ in range(2):  # the first pass warms caches; the second is measured
         totals.clear()
-        env = {**graph.initializers, **feeds}
-        for node, kernel, call, dead in steps:
-            start = time.perf_counter()
-            run_step(node, kernel, call, env)
-            totals[node.qualified_op] = (totals.get(node.qualified_op, 0.0)
-                                         + time.perf_counter() - start)
-            for name in dead:  # free as the executor does, so memory behaves the same
-                env.pop(name, None)
+        one_run(timed)
     ranked = sorted(totals.items(), key=lambda kv: -kv[1])
     return {op: round(1e3 * t, 2) for op, t in ranked}
+
+
+def gemm_shapes(graph: Graph) -> list[tuple[int, int, int, int]]:
+    """(batch, M, K, N) of every product of the graph (its dims bound to the feeds): Conv as
+    its im2col GEMM per group, MatMul and Gemm as they are."""
+    shapes = []
+    for node in graph.nodes:
+        if node.op not in ("Conv", "MatMul", "Gemm") or node.domain not in ("", "ai.onnx"):
+            continue
+        ins = [graph.type_of(i) if i else None for i in node.inputs]
+        out = graph.type_of(node.outputs[0])
+        if out is None or out.shape is None or any(
+                t is None or t.shape is None for t in ins[:2]):
+            continue
+        y = tuple(int(d) for d in out.shape)
+        a = tuple(int(d) for d in ins[0].shape)  # type: ignore[union-attr]
+        w = tuple(int(d) for d in ins[1].shape)  # type: ignore[union-attr]
+        if node.op == "Conv":
+            group = int(node.attrs.get("group", 1))
+            k = int(np.prod(w[1:]))
+            shapes.append((y[0] * group, w[0] // group, k, int(np.prod(y[2:]))))
+        elif node.op in ("MatMul", "Gemm"):
+            k = a[-1] if not (node.op == "Gemm" and node.attrs.get("transA")) else a[0]
+            shapes.append((int(np.prod(y[:-2])) if len(y) > 2 else 1, y[-2], k, y[-1]))
+    return shapes
+
+
+def blas_floor_ms(graph: Graph, runs: int = 3) -> float:
+    """Milliseconds NumPy's BLAS takes for the graph's products alone (warm operands, into
+    preallocated outputs, the median of ``runs`` passes): no im2col, no memory traffic
+    between ops, no other op. No runtime on this BLAS can run the model faster."""
+    rng = np.random.default_rng(0)
+    calls = []
+    for batch, m, k, n in gemm_shapes(graph):
+        a = rng.standard_normal((batch, m, k)).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        calls.append((a, b, np.empty((batch, m, n), np.float32)))
+    times = []
+    for _ in range(runs + 1):  # the first pass warms the operands
+        start = time.perf_counter()
+        for a, b, out in calls:
+            np.matmul(a, b, out=out)
+        times.append(time.perf_counter() - start)
+    return 1e3 * statistics.median(times[1:])
 
 
 def max_diff(ours: dict[str, np.ndarray], theirs: list[np.ndarray]) -> float:
@@ -152,6 +230,12 @@ def bench(name: str, opset: int, warmup: int, runs: int, profile: bool, tmp: Pat
     result: dict[str, Any] = {"opset": opset, "nodes": len(graph.nodes), "load_s": round(load_s, 3)}
     result["reference"] = pairing(lambda: executor.run(feeds), ort_session(path, False), feeds,
                                   warmup, runs)
+    sizes = symbol_sizes(graph.inputs, {k: v.shape for k, v in feeds.items()})
+    bound = verify(bind_dims(graph, sizes), default_registry())
+    floor = blas_floor_ms(bound)
+    result["blas_floor"] = {"ms": round(floor, 2), "gemms": len(gemm_shapes(bound)),
+                            "over_onnxruntime": round(
+                                floor / result["reference"]["onnxruntime_ms"], 3)}
     compiled = compile_model(graph, CompileOptions(), tmp / f"{name}.om")
     with Model.load(compiled.path) as model:
         result["compiled"] = pairing(lambda: model.run(feeds), ort_session(path, True), feeds,
@@ -159,7 +243,8 @@ def bench(name: str, opset: int, warmup: int, runs: int, profile: bool, tmp: Pat
         result["compiled"]["nodes"] = len(model.graph.nodes)
     if profile:
         result["ms_per_op"] = profile_ops(graph, feeds)
-        result["ms_per_op_compiled"] = profile_ops(compiled.graph, feeds)
+        with Model.load(compiled.path) as model:
+            result["ms_per_op_compiled"] = profile_model_ops(model, feeds)
     return result
 
 
@@ -194,6 +279,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 print(f"{name:12s} {kind:9s} ours {r['ours_ms']:8.1f} ms   onnxruntime "
                       f"({peer}) {r['onnxruntime_ms']:7.1f} ms   ratio {r['ratio']:5.2f}x   "
                       f"max|diff| {r['max_abs_diff']:.1e}")
+            f = result["blas_floor"]
+            print(f"{name:12s} BLAS floor: its {f['gemms']} products alone on this BLAS "
+                  f"{f['ms']:.1f} ms = {f['over_onnxruntime']:.2f}x onnxruntime's whole run "
+                  "without graph optimizations")
             if args.profile:
                 for key in ("ms_per_op", "ms_per_op_compiled"):
                     top = list(result[key].items())[:8]

@@ -242,8 +242,45 @@ def _into(x: np.ndarray, fmt: str, out: np.ndarray) -> np.ndarray:
                                                              x.shape[1]):
         np.copyto(out, x.transpose(0, 2, 3, 1))
         return out
+    if fmt == FRACTAL_NZ and x.ndim >= 2 and out.flags.c_contiguous:
+        return _nz_into(x, out)
     np.copyto(out, to_format(x, fmt))
     return out
+
+
+def _nz_into(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``to_format(x, FRACTAL_NZ)`` written into the contiguous ``out``: whole C0-element
+    rows are moved (no temporary), the padding lanes zeroed."""
+    r = x.ndim - 2
+    m, kk = x.shape[-2:]
+    k1, m1, frac, block = out.shape[r:] if out.ndim == r + 4 else (0, 0, 0, 0)
+    if (out.ndim != r + 4 or tuple(out.shape[:r]) != tuple(x.shape[:r])
+            or k1 != _ceil(kk, block) or m1 * frac < m or m1 != _ceil(m, frac)):
+        raise ShapeError(f"a FRACTAL_NZ tensor of shape {list(x.shape)} cannot be written "
+                         f"into {list(out.shape)}")
+    rows = np.moveaxis(out.reshape(*x.shape[:r], k1, m1 * frac, block), r, r + 1)
+    full, rest = divmod(kk, block)  # rows: a view [..., M1*16, K1, C0]
+    np.copyto(rows[..., :m, :full, :], x[..., :full * block].reshape(*x.shape[:r], m, full,
+                                                                      block))
+    if rest:
+        rows[..., :m, full, :rest] = x[..., full * block:]
+        rows[..., :m, full, rest:] = 0
+    rows[..., m:, :, :] = 0
+    return out
+
+
+def nz_plain_into(p: np.ndarray, shape: Sequence[int], buf: np.ndarray) -> np.ndarray:
+    """``from_format(p, FRACTAL_NZ, shape)`` copied into ``buf`` (of the plain ``shape``,
+    contiguous) by whole C0-element rows; returns ``buf``."""
+    r = p.ndim - 4
+    k1, m1, frac, block = p.shape[r:]
+    m, kk = shape[-2:]
+    if kk != k1 * block or not p.flags.c_contiguous:
+        np.copyto(buf, from_format(p, FRACTAL_NZ, shape))
+        return buf
+    rows = np.moveaxis(p.reshape(*p.shape[:r], k1, m1 * frac, block), r, r + 1)
+    np.copyto(buf.reshape(*buf.shape[:-1], k1, block), rows[..., :m, :, :])
+    return buf
 
 
 def from_format(p: np.ndarray, fmt: str, shape: Shape) -> np.ndarray:

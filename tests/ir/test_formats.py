@@ -151,6 +151,33 @@ def test_every_transfer_gives_the_values_back(fmt: str, dtype: str, seed: int) -
             assert np.array_equal(F.transfer(q, other, "ND", shape), x)
 
 
+@pytest.mark.parametrize("shape", [(2, 37, 3, 5), (1, 32, 2, 2), (3, 40, 33), (128, 48)])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_transdata_into_the_arena_equals_its_kernel(shape: tuple, dtype: str) -> None:
+    """``kernel_out`` writes over an arena view holding NaN exactly what ``kernel`` returns,
+    for every transfer the shape allows (both directions), padding lanes as zeros."""
+    schema = default_registry().get("TransData", "ge", 1)
+    assert schema is not None and schema.kernel_out is not None
+    x = np.random.default_rng(len(shape)).standard_normal(shape).astype(dtype)
+    plain = F.name(F.ND, len(shape))
+    for fmt in F.FORMATS[1:]:
+        if F.can_hold(fmt, shape) is not None:
+            continue
+        held = F.to_format(x, fmt)
+        for src, dst, arg in ((plain, F.name(fmt, len(shape)), x),
+                              (F.name(fmt, len(shape)), plain, held)):
+            types = (TensorType(dtype, shape, F.stored(src, len(shape))),)
+            call = schema.call({"src_format": src, "dst_format": dst}, 1, types=types)
+            (want,) = schema.kernel([arg], call)
+            arena = np.full(want.shape, np.nan, dtype)
+            schema.kernel_out([arg], call, [arena])
+            assert np.array_equal(arena, want), (fmt, src, dst)
+    buf = np.full(shape, np.nan, dtype) if len(shape) >= 2 else None
+    if buf is not None:
+        assert F.nz_plain_into(F.to_format(x, F.FRACTAL_NZ), shape, buf) is buf
+        assert np.array_equal(buf, x)
+
+
 def test_padding_never_reaches_a_value() -> None:
     """NaN in every padded element: converting back drops it."""
     x = np.arange(2 * 19 * 3 * 3, dtype=np.float32).reshape(2, 19, 3, 3)

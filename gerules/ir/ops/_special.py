@@ -1,19 +1,40 @@
-"""Special functions for the kernels, with SciPy imported on first use only.
+"""Special functions for the kernels: ``erf`` in vectorised float32, the rest from SciPy.
 
 Importing the op registry (every ``ge-rewrite`` command, ``run`` of a ``.om`` included) never
-loads SciPy (a fifth of a second); a model whose kernels need ``erf`` or the logistic function
-loads it when such a kernel first runs. ``scipy.special``'s ufuncs are accurate to the last
-ulp and faster than a NumPy formula (several passes over memory) on the sizes that matter.
+loads SciPy (a fifth of a second); a model whose kernels need float64 ``erf`` or the logistic
+function loads it when such a kernel first runs (``scipy.special``'s ufuncs are accurate to
+the last ulp).
 
-Both return an array of the input's dtype for float32/float64 input; ``erf`` writes into
-``out`` when given (which may be the input itself).
+float32 ``erf`` does not use SciPy: its ufunc evaluates the float64 series one element at a
+time (60 ms for BERT-base's 4.7 M GELU inputs). ``erf32`` writes ``erf(x) = tanh(x * P(x^2))``
+with ``x^2`` clipped to ``3.92^2`` (beyond, ``erfc`` is below half an ulp of 1) and P of degree
+8, fitted for this module by weighted least squares on Chebyshev nodes to ``atanh(erf(x)) / x``
+(computed with mpmath), the weight making the error relative to ``erf``. One odd function
+without branches: no select, no sign handling, NaN stays NaN, +-inf give +-1. It runs as
+NumPy's SIMD ufuncs (its ``tanh`` is vectorised) block by block so that the ~20 passes stay in
+the cache. Measured against SciPy's float64 ``erf`` on 2.2 M points over [-6, 6] and a
+geometric sweep down to 1e-30: at most 2.9 ulp, 1.5 ulp at the 99th percentile
+(``tests/ir/test_special.py`` keeps it under 4).
+
+Every function returns an array of the input's dtype for float32/float64 input; ``erf``
+writes into ``out`` when given (which may be the input itself).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+CLIP2 = np.float32(3.92 * 3.92)
+# atanh(erf(x)) / x = P(x^2), highest power first
+_P = tuple(np.float32(c) for c in (
+    -1.5304322253939517e-09, 5.106331002480147e-08, -4.892928586741618e-07,
+    -1.9553258425730746e-06, 7.657543756067753e-05, -0.0006034500547684729,
+    -0.00020262814359739423, 0.10277154296636581, 1.128379225730896))
+BLOCK = 32768  # elements per block: the four work arrays stay in L2
+_INV_SQRT2 = np.float32(1 / np.sqrt(2.0))
 
 
 def _special() -> Any:
@@ -23,7 +44,68 @@ def _special() -> Any:
 
 
 def erf(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    if x.dtype == np.float32 and (out is None or out.dtype == np.float32):
+        return erf32(x, out)
     return np.asarray(_special().erf(x, out=out))
+
+
+def erf32(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """float32 ``erf`` of ``x`` into ``out`` (a new array when ``None``; may be ``x``)."""
+    return _blocked(x, out, _erf_block)
+
+
+def gelu32(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """float32 ``x * (1 + erf(x / sqrt 2)) / 2`` into ``out`` (may be ``x``), evaluated in
+    the same cache-sized blocks as ``erf32``."""
+    return _blocked(x, out, _gelu_block)
+
+
+_Block = Callable[[np.ndarray, np.ndarray, tuple[np.ndarray, ...]], None]
+
+
+def _blocked(x: np.ndarray, out: np.ndarray | None, block: _Block) -> np.ndarray:
+    """``block(xb, ob, work)`` over ``BLOCK``-sized pieces of ``x`` and ``out``: each piece
+    of ``x`` is read before its piece of ``out`` is written, so ``out`` may be ``x``."""
+    x = np.asarray(x, np.float32)
+    if out is None:
+        out = np.empty(x.shape, np.float32)
+    if out.shape != x.shape:
+        raise ValueError(f"out has shape {out.shape}, input {x.shape}")
+    flat_x = x.reshape(-1)  # a copy only for a non-contiguous input
+    direct = out.flags.c_contiguous
+    flat_o = out.reshape(-1) if direct else np.empty(x.size, np.float32)
+    n = min(BLOCK, flat_x.size)
+    # NumPy's minimum is SIMD against an array only: the clip bound is one
+    work = (np.empty(n, np.float32), np.empty(n, np.float32), np.empty(n, np.float32),
+            np.full(n, CLIP2, np.float32))
+    for lo in range(0, flat_x.size, BLOCK):
+        xb = flat_x[lo:lo + BLOCK]
+        block(xb, flat_o[lo:lo + xb.size], tuple(w[:xb.size] for w in work))
+    if not direct:
+        out[...] = flat_o.reshape(out.shape)
+    return out
+
+
+def _erf_block(xb: np.ndarray, ob: np.ndarray, work: tuple[np.ndarray, ...]) -> None:
+    z, r, _, clip = work
+    np.square(xb, out=z)
+    np.minimum(z, clip, out=z)
+    np.multiply(z, _P[0], out=r)
+    for c in _P[1:-1]:
+        r += c
+        r *= z
+    r += _P[-1]
+    r *= xb
+    np.tanh(r, out=ob)
+
+
+def _gelu_block(xb: np.ndarray, ob: np.ndarray, work: tuple[np.ndarray, ...]) -> None:
+    t = work[2]
+    np.multiply(xb, _INV_SQRT2, out=t)
+    _erf_block(t, t, work)
+    t += np.float32(1)
+    t *= xb
+    np.multiply(t, np.float32(0.5), out=ob)
 
 
 def sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

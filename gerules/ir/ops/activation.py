@@ -93,6 +93,8 @@ def gelu(x: np.ndarray, approximate: str = "none", out: np.ndarray | None = None
         return y
     if approximate != "none":
         raise ShapeError(f"Gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    if x.dtype == np.float32 and (out is None or out.dtype == np.float32):
+        return _special.gelu32(x, out)
     t = scratch(x.shape, x.dtype)  # (1 + erf(x / sqrt 2)) / 2, then times x
     np.divide(x, f(np.sqrt(2.0)), out=t)
     _special.erf(t, out=t)

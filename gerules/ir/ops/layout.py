@@ -10,10 +10,13 @@ Invariants:
   writes is zeros and the padding it reads is dropped, so a TransData pair gives back the
   exact values. It reads x's logical shape from ``Call.types`` (a blocked source cannot be
   read without it).
+- ``kernel_out`` writes the same values straight into the runtime's arena view.
 - The cost model prices it as the bytes it moves on the vector unit.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -52,7 +55,8 @@ def _infer(types: Types, _c: object, call: Call) -> list[TensorType]:
     return [TensorType(x.dtype, x.shape, dst)]
 
 
-def _kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+def _operand(inputs: Arrays, call: Call) -> tuple[np.ndarray, str, str, tuple[int, ...]]:
+    """The input, its stored format, the target format and its logical shape."""
     p = need(at(inputs, 0), "ge.TransData")
     t = at(call.types, 0)
     if t is None:
@@ -62,7 +66,23 @@ def _kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
         t = TensorType(p.dtype.name, tuple(int(d) for d in p.shape))
     src, dst = _formats(t, call)
     shape = F.bind(t.shape, t.dtype, src, p.shape) if t.shape is not None else p.shape
+    return p, src, dst, tuple(int(d) for d in shape)
+
+
+def _kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    p, src, dst, shape = _operand(inputs, call)
     return [F.transfer(p, src, dst, shape)]
+
+
+def _kernel_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
+    """The transfer written into the arena's ``outs[0]`` (no fresh array)."""
+    p, src, dst, shape = _operand(inputs, call)
+    out = outs[0]
+    if src == F.FRACTAL_NZ and dst == F.ND and out.flags.c_contiguous \
+            and tuple(out.shape) == shape:
+        F.nz_plain_into(p, shape, out)
+    else:
+        F.to_format(F.from_format(p, src, shape), dst, out=out)
 
 
 def _flops(ins: Types, outs: object, call: Call) -> int:
@@ -73,7 +93,7 @@ SCHEMAS = [
     schema("TransData", 1, "X", "Y", _infer, _kernel, domain="ge",
            attrs=[attr("src_format", "string", required=True),
                   attr("dst_format", "string", required=True)],
-           traits={SHAPE_OP}, flops=_flops, formats=TRANSFER,
+           traits={SHAPE_OP}, flops=_flops, formats=TRANSFER, kernel_out=_kernel_out,
            doc="Y = X held in dst_format (GE's format transfer: pad, reshape, transpose; "
                "NCHW/ND, NHWC, NC1HWC0, NC1HWC0_C04, FRACTAL_Z, FRACTAL_Z_C04, FRACTAL_NZ)"),
 ]
