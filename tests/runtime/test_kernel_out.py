@@ -97,6 +97,8 @@ ONNX_CASES = [
                                  axis=1).astype(np.float32)], {}),  # blocks, and a tail
     ("Sigmoid", 13, [_r(3, 9)], {}),
     ("Tanh", 13, [_r(3, 9)], {}),
+    ("Erf", 13, [_r(3, 9)], {}),
+    ("Erf", 13, [_r(3, 9).astype(np.float64)], {}),
     ("Exp", 13, [_r(3, 9).astype(np.float16)], {}),
     ("Abs", 13, [np.arange(-5, 5, dtype=np.int32)], {}),
     ("IsNaN", 13, [np.array([0.0, np.nan, 1.0], np.float32)], {}),
