@@ -57,9 +57,10 @@ class _Step:
     call: Call
     free_after: tuple[str, ...]  # tensors whose last reader is this node
     out_bytes: int | None  # bytes of its outputs when the graph fixes them, else None
-    # the outputs' types when the op has a kernel_out and every output is named and typed
-    # (dims may be symbols the feeds bind), else None: the kernel allocates its own outputs
+    # the outputs' types when every output is named and typed and no input value sizes them
+    # (dims may be symbols the feeds bind), else None: inference on the inputs sizes them
     out_types: tuple[TensorType, ...] | None = None
+    into: bool = False  # the op has a kernel_out: sized outputs are handed to it
     # an INPLACE op whose first input dies here (and is read at no other port): its output
     # may take that input's buffer when nothing else views it
     over_input: bool = False
@@ -97,7 +98,8 @@ class Executor:
             over = (INPLACE in schema.traits and first in free
                     and first not in node.inputs[1:])
             steps.append(_Step(node, schema, call, free, _static_bytes(types, node, schema),
-                               _out_types(types, node, schema), over))
+                               _out_types(types, node, schema), over_input=over,
+                               into=schema.kernel_out is not None))
         self._steps = tuple(steps)
         self._slots: tuple[tuple[tuple[str, int], ...], tuple[Slots | None, ...]] | None = None
         self._aligned: dict[str, np.ndarray] | None = None
@@ -115,7 +117,10 @@ class Executor:
         for step, slot in zip(self._steps, slots, strict=True):
             node = step.node
             if slot is not None:
-                self._check_slots(step, slot, live)
+                self._check_live(step, live + sum(s[2] for s in slot))
+            else:
+                self._check(step, env, live)
+            if slot is not None and step.into:
                 args = [env[i] if i else None for i in node.inputs]
                 outs = [self._buffer(s) for s in slot[1:]]
                 outs.insert(0, self._first_output(step, slot[0], args, holders))
@@ -127,7 +132,6 @@ class Executor:
                         buf = owner(out)
                         holders.setdefault(id(buf), [buf, 0])[1] += 1
             else:
-                self._check(step, env, live)
                 run_step(node, step.schema.kernel, step.call, env)
                 for name in node.outputs:
                     held = holders.get(id(owner(env[name]))) if name else None
@@ -171,12 +175,20 @@ class Executor:
 
     def _bind(self, bound: Mapping[str, int]) -> tuple[Slots | None, ...]:
         """Per step, its outputs' (dtype, shape, nbytes) with the feeds' dims, or ``None``
-        when the kernel must allocate them (no ``kernel_out``, or a dim nothing binds)."""
+        when their types do not say (sized by input values, or a dim nothing binds). Each
+        output the feeds' dims size is checked against ``tensor_bytes`` here, before any
+        node runs (kept per binding: a refused binding is never kept)."""
         key = tuple(sorted(bound.items()))
         if self._slots is not None and self._slots[0] == key:
             return self._slots[1]
         slots = tuple(None if s.out_types is None else _slots(s.out_types, bound)
                       for s in self._steps)
+        for step, slot in zip(self._steps, slots, strict=True):
+            node = step.node
+            if slot is not None and step.out_bytes is None:
+                for name, (_, shape, nbytes) in zip(node.outputs, slot, strict=True):
+                    self.budgets.check("tensor_bytes", nbytes, f"output {list(shape)}",
+                                       node=node.label, op=node.qualified_op, tensor=name)
         self._slots = (key, slots)
         return slots
 
@@ -208,15 +220,6 @@ class Executor:
             if held[1] == 0:
                 del holders[key]
                 self.pool.give(held[0])
-
-    def _check_slots(self, step: _Step, slot: Slots, live: int) -> None:
-        """The step's outputs, sized from their types, fit the budgets."""
-        node = step.node
-        if step.out_bytes is None:  # sized by the feeds' dims: each output checked too
-            for name, (_, shape, nbytes) in zip(node.outputs, slot, strict=True):
-                self.budgets.check("tensor_bytes", nbytes, f"output {list(shape)}",
-                                   node=node.label, op=node.qualified_op, tensor=name)
-        self._check_live(step, live + sum(s[2] for s in slot))
 
     def _check(self, step: _Step, env: Mapping[str, np.ndarray], live: int) -> None:
         """The step's outputs fit the budgets, before its kernel allocates them."""
@@ -282,9 +285,10 @@ def run_step(node: Node, kernel: KernelFn, call: Call, env: dict[str, np.ndarray
 
 def _out_types(types: Mapping[str, TensorType], node: Node, schema: OpSchema
                ) -> tuple[TensorType, ...] | None:
-    """The output types a ``kernel_out`` step computes into, or ``None`` when the kernel must
-    allocate (no ``kernel_out``, an output unnamed or untyped, sizes set by input values)."""
-    if schema.kernel_out is None or value_shaped(schema) or not node.outputs:
+    """The output types that size a step (and that a ``kernel_out`` computes into), or
+    ``None`` when inference on the actual inputs must (an output unnamed or untyped, sizes
+    set by input values)."""
+    if value_shaped(schema) or not node.outputs:
         return None
     out = tuple(types.get(name) if name else None for name in node.outputs)
     if any(t is None or t.shape is None for t in out):

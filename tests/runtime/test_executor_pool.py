@@ -146,3 +146,12 @@ def test_a_viewed_input_is_never_written_over() -> None:
     for seed in (0, 1):
         f = feeds_for(g, seed)
         assert_same(ex.run(f), fresh(g, f))
+
+
+def test_outputs_sized_by_the_feeds_dims_are_checked_on_every_run() -> None:
+    """tensor_bytes holds for each output the bound dims size (BN's is N * 144 bytes)."""
+    ex = Executor(block(), registry(), budgets=DEFAULT.replace(tensor_bytes=400))
+    for _ in range(2):  # a refused binding is never kept
+        with pytest.raises(ResourceLimit, match=r"node 'bn'.*tensor 'bn'.*432 bytes"):
+            ex.run(feeds(3, 0))
+        assert_same(ex.run(feeds(2, 0)), fresh(block(), feeds(2, 0)))
