@@ -10,9 +10,10 @@ Invariants:
 - Memory is recycled (as onnxruntime's arena does): a step whose op has a ``kernel_out`` and
   whose outputs have static types (the graph's, with symbolic dims bound by the feeds)
   computes straight into buffers the executor hands out, taken from its ``BufferPool`` when
-  one of that size is spare, else fresh; an ``INPLACE`` op whose first input dies at it
-  writes over that input when it is a whole buffer of the output's type nothing else
-  views. When the last tensor viewing such a buffer dies, the buffer goes back to the pool.
+  one of that size is spare, else fresh; an ``INPLACE`` op whose first input (any input,
+  for an elementwise op) dies at it writes over that input when it is a whole buffer of
+  the output's type nothing else views. When the last tensor viewing such a buffer dies,
+  the buffer goes back to the pool.
   Only buffers the executor handed out are ever pooled, and only once no tensor of the run
   views them: graph inputs, initializers and kernels' own arrays never are, and a buffer an
   output returned to the caller views leaves the executor for good (a second run never
@@ -44,7 +45,7 @@ from ..errors import GeError, KernelError, ModelError, ResourceLimit
 from ..ir.dtypes import to_numpy
 from ..ir.graph import Graph, Node, TensorType, Value
 from ..ir.infer import schema_for
-from ..ir.registry import INPLACE, Call, KernelFn, OpSchema, Registry, default_registry
+from ..ir.registry import ELEMENTWISE, INPLACE, Call, KernelFn, OpSchema, Registry, default_registry
 from ..ir.weights import arrays, release
 from .guard import output_bytes, predict, value_shaped
 from .pool import BufferPool, owner
@@ -61,9 +62,10 @@ class _Step:
     # (dims may be symbols the feeds bind), else None: inference on the inputs sizes them
     out_types: tuple[TensorType, ...] | None = None
     into: bool = False  # the op has a kernel_out: sized outputs are handed to it
-    # an INPLACE op whose first input dies here (and is read at no other port): its output
-    # may take that input's buffer when nothing else views it
-    over_input: bool = False
+    # the ports whose tensor dies here (read at no other port) and whose buffer the first
+    # output may take when nothing else views it: the first of an INPLACE op, any of an
+    # elementwise INPLACE one (out[i] depends on the operands' element i alone)
+    over_inputs: tuple[int, ...] = ()
 
 
 Slots = tuple[tuple[np.dtype, tuple[int, ...], int], ...]  # per output: dtype, shape, nbytes
@@ -94,11 +96,9 @@ class Executor:
                 raise e.with_place(node=node.label, op=node.qualified_op)
             free = tuple(n for n in dict.fromkeys(node.present_inputs())
                          if last_use.get(n) == k and n not in keep)
-            first = node.inputs[0] if node.inputs else ""
-            over = (INPLACE in schema.traits and first in free
-                    and first not in node.inputs[1:])
             steps.append(_Step(node, schema, call, free, _static_bytes(types, node, schema),
-                               _out_types(types, node, schema), over_input=over,
+                               _out_types(types, node, schema),
+                               over_inputs=_over_inputs(node, schema, free),
                                into=schema.kernel_out is not None))
         self._steps = tuple(steps)
         self._slots: tuple[tuple[tuple[str, int], ...], tuple[Slots | None, ...]] | None = None
@@ -195,14 +195,15 @@ class Executor:
     def _first_output(self, step: _Step, slot: tuple[np.dtype, tuple[int, ...], int],
                       args: list[np.ndarray | None], holders: Mapping[int, list[Any]]
                       ) -> np.ndarray:
-        """The dying first input itself for an in-place step, when it is the whole of a
-        buffer of the output's type that no other tensor views; else a buffer."""
-        x = args[0] if step.over_input else None
-        if x is not None and x.dtype == slot[0] and x.shape == slot[1]:
-            held = holders.get(id(owner(x)))
-            if (held is not None and held[1] == 1 and x.nbytes == held[0].nbytes
-                    and x.flags.c_contiguous):
-                return x
+        """A dying input itself for an in-place step, when it is the whole of a buffer of the
+        output's type that no other tensor views; else a buffer."""
+        for k in step.over_inputs:
+            x = args[k]
+            if x is not None and x.dtype == slot[0] and x.shape == slot[1]:
+                held = holders.get(id(owner(x)))
+                if (held is not None and held[1] == 1 and x.nbytes == held[0].nbytes
+                        and x.flags.c_contiguous):
+                    return x
         return self._buffer(slot)
 
     def _buffer(self, slot: tuple[np.dtype, tuple[int, ...], int]) -> np.ndarray:
@@ -281,6 +282,15 @@ def run_step(node: Node, kernel: KernelFn, call: Call, env: dict[str, np.ndarray
     for name, value in zip(node.outputs, outs, strict=False):
         if name:
             env[name] = value
+
+
+def _over_inputs(node: Node, schema: OpSchema, free: tuple[str, ...]) -> tuple[int, ...]:
+    """The ports whose buffer the step's first output may take (see ``_Step``)."""
+    if INPLACE not in schema.traits:
+        return ()
+    ports = range(len(node.inputs)) if ELEMENTWISE in schema.traits else range(1)
+    return tuple(k for k in ports if k < len(node.inputs) and node.inputs[k] in free
+                 and node.inputs.count(node.inputs[k]) == 1)
 
 
 def _out_types(types: Mapping[str, TensorType], node: Node, schema: OpSchema

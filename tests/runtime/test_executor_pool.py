@@ -155,3 +155,16 @@ def test_outputs_sized_by_the_feeds_dims_are_checked_on_every_run() -> None:
         with pytest.raises(ResourceLimit, match=r"node 'bn'.*tensor 'bn'.*432 bytes"):
             ex.run(feeds(3, 0))
         assert_same(ex.run(feeds(2, 0)), fresh(block(), feeds(2, 0)))
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub"])
+def test_an_elementwise_step_writes_over_its_dying_second_operand(op: str) -> None:
+    """y = w - t with a broadcast weight w: t's buffer becomes y's (no second buffer)."""
+    w = {"w": np.linspace(-1, 1, 8, dtype=np.float32)}
+    g = make([Node("Abs", ("x",), ("t",), name="t"), Node(op, ("w", "t"), ("y",), name="y")],
+             {"x": (3, 8)}, ["y"], w)
+    ex = Executor(g, registry())
+    for seed in (0, 1):
+        f = feeds_for(g, seed)
+        assert_same(ex.run(f), fresh(g, f))
+    assert ex.pool.spare == 0 and ex.pool.reused == 0
