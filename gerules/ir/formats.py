@@ -276,7 +276,7 @@ def nz_plain_into(p: np.ndarray, shape: Sequence[int], buf: np.ndarray) -> np.nd
     k1, m1, frac, block = p.shape[r:]
     m, kk = shape[-2:]
     if kk != k1 * block or not p.flags.c_contiguous:
-        np.copyto(buf, from_format(p, FRACTAL_NZ, shape))
+        np.copyto(buf, from_format(p, FRACTAL_NZ, tuple(shape)))
         return buf
     rows = np.moveaxis(p.reshape(*p.shape[:r], k1, m1 * frac, block), r, r + 1)
     np.copyto(buf.reshape(*buf.shape[:-1], k1, block), rows[..., :m, :, :])
