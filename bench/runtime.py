@@ -59,12 +59,12 @@ import numpy as np
 import onnxruntime as ort
 
 from gerules.compiler import CompileOptions, compile_model
-from gerules.ir.graph import Graph
-from gerules.onnx_io import load_model
 from gerules.ir.dims import bind_dims, symbol_sizes
+from gerules.ir.graph import Graph
 from gerules.ir.registry import default_registry
 from gerules.ir.verify import verify
 from gerules.ir.weights import arrays
+from gerules.onnx_io import load_model
 from gerules.runtime.arena import execute
 from gerules.runtime.executor import Executor, check_feeds, run_step
 from gerules.runtime.model import Model

@@ -147,7 +147,7 @@ def execute(step: Step, env: Mapping[str, np.ndarray], views: Mapping[str, np.nd
         _check_planned(step, [env[i] if i else None for i in node.inputs], views)
     if step.kernel_out is not None and all(name in views for name in node.outputs):
         args = [env[i] if i else None for i in node.inputs]
-        with kernel_errors(node):
+        with kernel_errors(node, node.outputs[0] if len(node.outputs) == 1 else None):
             step.kernel_out(args, step.call, [views[name] for name in node.outputs])
         return
     scratch = {name: env[name] for name in node.present_inputs()}

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from scipy import special
 
 from gerules.ir.ops import _special
@@ -42,9 +43,9 @@ def test_float32_erf_keeps_sign_zero_infinities_and_nan() -> None:
     assert y[5] > 0 > y[6] and y[7] >= np.float32(1) - np.spacing(np.float32(1)) and y[8] == 1
 
 
-def test_float32_erf_in_place_across_blocks_and_on_strided_input(monkeypatch: object) -> None:
-    setattr_ = getattr(monkeypatch, "setattr")
-    setattr_(_special, "BLOCK", 1000)  # several blocks and a ragged last one
+def test_float32_erf_in_place_across_blocks_and_on_strided_input(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_special, "BLOCK", 1000)  # several blocks and a ragged last one
     x = np.random.default_rng(0).normal(0, 2, (37, 101)).astype(np.float32)
     want = erf(x.copy())
     y = x.copy()

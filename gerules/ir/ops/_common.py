@@ -299,11 +299,14 @@ def unary(
     flops_per_elem: int = 1,
     dtypes: frozenset[str] | None = None,
     out_dtype: str | None = None,
+    into: Callable[..., object] | None = None,
 ) -> OpSchema:
     """An elementwise unary op; ``fn(x, **attrs)`` computes it (float16 math runs in float32).
 
     ``dtypes`` restricts the accepted operand types; ``out_dtype`` fixes the result type
-    (``"bool"`` for IsNaN), otherwise the result has the operand's dtype.
+    (``"bool"`` for IsNaN), otherwise the result has the operand's dtype. ``into(x, out,
+    **attrs)`` computes it into ``out`` (which may be ``x``) for the ``kernel_out``; a
+    one-operand ufunc ``fn`` is its own ``into``.
     """
 
     def infer(types: Types, _c: object, call: Call) -> list[TensorType]:
@@ -318,9 +321,12 @@ def unary(
             y = np.asarray(fn(widen(x), **call.attrs))
         return [y.astype(out_dtype or x.dtype, copy=False)]
 
+    if into is None and isinstance(fn, np.ufunc) and fn.nin == 1:
+        into = _ufunc_into(fn)
     traits = {ELEMENTWISE} | ({INPLACE} if out_dtype is None else set())
     return schema(op, since, "X", "Y", infer, kernel, attrs=attrs, traits=traits,
-                  flops=out_elems(flops_per_elem), doc=doc)
+                  flops=out_elems(flops_per_elem), doc=doc,
+                  kernel_out=elementwise_out(op, kernel, into))
 
 
 def binary(
@@ -333,12 +339,14 @@ def binary(
     dtypes: frozenset[str] | None = None,
     attrs: Sequence[AttrSpec] = (),
     doc: str = "",
+    into: Callable[..., object] | None = None,
 ) -> OpSchema:
     """An elementwise binary op with multidirectional broadcasting.
 
     ``out_dtype`` fixes the result type (``"bool"`` for comparisons); otherwise the result
     has the operands' common dtype. ``fn`` receives the node's attributes as keywords when
-    the op declares any.
+    the op declares any. ``into(a, b, out, **attrs)`` computes it into ``out`` (which may
+    be ``a`` or ``b``); a two-operand ufunc ``fn`` is its own ``into``.
     """
 
     def infer(types: Types, _c: object, call: Call) -> list[TensorType]:
@@ -362,8 +370,57 @@ def binary(
         traits.add(COMMUTATIVE)
     if out_dtype is None:
         traits.add(INPLACE)
+    if into is None and isinstance(fn, np.ufunc) and fn.nin == 2:
+        into = _ufunc_into(fn)
     return schema(op, since, "A B", "C", infer, kernel, attrs=attrs, traits=traits,
-                  flops=out_elems(1), doc=doc)
+                  flops=out_elems(1), doc=doc, kernel_out=elementwise_out(op, kernel, into))
+
+
+def _ufunc_into(fn: np.ufunc) -> Callable[..., object]:
+    def into(*args: np.ndarray) -> object:
+        return fn(*args[:-1], out=args[-1])
+
+    return into
+
+
+def elementwise_out(op: str, kernel: KernelFn, into: Callable[..., object] | None
+                    ) -> KernelOutFn | None:
+    """The ``kernel_out`` of an elementwise op (``None`` without an ``into``):
+    ``into(*operands, out, **attrs)`` straight into the output (NumPy's ufuncs are safe
+    when ``out`` is one of the operands), except for float16 or mixed operand dtypes, whose
+    ``kernel`` result (computed in float32, cast once) is copied in. Either way the operands
+    must broadcast to exactly the output's shape: a ufunc would silently broadcast them to a
+    larger ``out``."""
+    if into is None:
+        return None
+
+    def kernel_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
+        xs = [x for x in inputs if x is not None]
+        out = outs[0]
+        try:
+            shape = np.broadcast_shapes(*(x.shape for x in xs))
+        except ValueError as e:
+            raise KernelError(f"{op}: {e}") from None
+        if shape != out.shape:
+            raise KernelError(f"the operands give {out.dtype.name}{list(shape)}, the "
+                              f"output is {out.dtype.name}{list(out.shape)}")
+        if any(x.dtype != xs[0].dtype or x.dtype == np.float16 for x in xs):
+            fill(outs, kernel(inputs, call), op)
+            return
+        with np.errstate(all="ignore"):
+            into(*xs, out, **call.attrs)
+
+    return kernel_out
+
+
+def fill(outs: Sequence[np.ndarray], values: Sequence[np.ndarray], op: str) -> None:
+    """A ``kernel_out`` made of a kernel's results: each copied into its output, which must
+    have the result's shape (never broadcast into a larger one)."""
+    for out, value in zip(outs, values, strict=False):
+        if np.shape(value) != out.shape:
+            raise KernelError(f"kernel gave {out.dtype.name}{list(np.shape(value))}, the "
+                              f"output is {out.dtype.name}{list(out.shape)}")
+        np.copyto(out, value, casting="unsafe")
 
 
 # ----------------------------------------------------------------------------- attributes

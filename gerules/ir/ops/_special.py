@@ -108,5 +108,5 @@ def _gelu_block(xb: np.ndarray, ob: np.ndarray, work: tuple[np.ndarray, ...]) ->
     np.multiply(t, np.float32(0.5), out=ob)
 
 
-def sigmoid(x: np.ndarray) -> np.ndarray:
-    return np.asarray(_special().expit(x))
+def sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    return np.asarray(_special().expit(x, out=out))

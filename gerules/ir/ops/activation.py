@@ -41,16 +41,38 @@ FLOAT = OP_FLOATS
 SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
 
 
-def relu(x: np.ndarray) -> np.ndarray:
-    return np.asarray(np.maximum(x, x.dtype.type(0)))
+RELU_BLOCK = 1 << 17  # elements per np.maximum call against a block of zeros
+_ZEROS: dict[np.dtype, np.ndarray] = {}
+
+
+def relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """max(x, 0), into ``out`` when given (which may be ``x``).
+
+    A contiguous float array is taken in blocks against a read-only block of zeros: NumPy's
+    ``maximum`` is vectorised for two arrays but not for an array and a scalar (3x slower
+    on a ResNet activation)."""
+    if x.dtype.kind != "f" or not x.flags.c_contiguous or x.size < 1024:
+        return np.asarray(np.maximum(x, x.dtype.type(0), out=out))
+    y = np.empty_like(x) if out is None else out
+    if not y.flags.c_contiguous or y.shape != x.shape:
+        return np.asarray(np.maximum(x, x.dtype.type(0), out=out))
+    zeros = _ZEROS.get(x.dtype)
+    if zeros is None:
+        zeros = _ZEROS[x.dtype] = np.zeros(RELU_BLOCK, x.dtype)
+        zeros.flags.writeable = False
+    xf, yf = x.reshape(-1), y.reshape(-1)
+    for start in range(0, xf.size, RELU_BLOCK):
+        stop = min(xf.size, start + RELU_BLOCK)
+        np.maximum(xf[start:stop], zeros[:stop - start], out=yf[start:stop])
+    return y
 
 
 def leaky_relu(x: np.ndarray, alpha: float = 0.01) -> np.ndarray:
     return np.where(x >= 0, x, x * x.dtype.type(alpha))
 
 
-def sigmoid(x: np.ndarray) -> np.ndarray:
-    return _special.sigmoid(x)
+def sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    return _special.sigmoid(x, out)
 
 
 def hard_sigmoid(x: np.ndarray, alpha: float = 0.2, beta: float = 0.5) -> np.ndarray:
@@ -175,7 +197,7 @@ def activate_into(y: np.ndarray, attrs: Mapping[str, Any]) -> np.ndarray:
     ``y``."""
     name = check_activation(attrs)
     if name == "Relu":
-        np.maximum(y, y.dtype.type(0), out=y)
+        relu(y, out=y)
     elif name == "Gelu" and y.dtype != np.float16:
         gelu(y, str(attrs.get("gelu_approximate") or "none"), out=y)
     elif name == "Clip" and y.dtype != np.float16:  # clip's bounds, in place
@@ -234,13 +256,14 @@ CLIP_ATTRS = [attr("min", "float", -3.4028234663852886e38),
               attr("max", "float", 3.4028234663852886e38)]
 
 SCHEMAS = [
-    unary("Relu", 6, relu, doc="rectified linear unit, Y = max(X, 0)"),
+    unary("Relu", 6, relu, into=relu, doc="rectified linear unit, Y = max(X, 0)"),
     unary("LeakyRelu", 6, leaky_relu, attrs=[attr("alpha", "float", 0.01)], flops_per_elem=2,
           doc="Y = X if X >= 0 else alpha * X"),
     schema("PRelu", 7, "X slope", "Y", _prelu_infer, _prelu_kernel,
            traits={ELEMENTWISE, INPLACE}, flops=out_elems(2),
            doc="Y = X if X >= 0 else slope * X (slope broadcasts to X)"),
-    unary("Sigmoid", 6, sigmoid, dtypes=FLOAT, flops_per_elem=4, doc="Y = 1 / (1 + e^-X)"),
+    unary("Sigmoid", 6, sigmoid, into=sigmoid, dtypes=FLOAT, flops_per_elem=4,
+          doc="Y = 1 / (1 + e^-X)"),
     unary("HardSigmoid", 6, hard_sigmoid, dtypes=FLOAT, flops_per_elem=3,
           attrs=[attr("alpha", "float", 0.2), attr("beta", "float", 0.5)],
           doc="Y = clip(alpha * X + beta, 0, 1)"),

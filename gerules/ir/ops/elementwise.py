@@ -48,6 +48,13 @@ def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.asarray(q + fix.astype(q.dtype))
 
 
+def _div_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    if a.dtype.kind in "iu":
+        out[...] = _div(a, b)
+    else:
+        np.divide(a, b, out=out)
+
+
 def _mod(a: np.ndarray, b: np.ndarray, fmod: int = 0) -> np.ndarray:
     """``A - trunc(A / B) * B`` with fmod=1, else ``A - floor(A / B) * B`` (opset 28 also
     defines the latter for floats; earlier opsets leave it undefined, so it is allowed)."""
@@ -153,7 +160,7 @@ SCHEMAS = [
     binary("Add", 7, np.add, commutative=True, doc="C = A + B with broadcasting"),
     binary("Sub", 7, np.subtract, doc="C = A - B with broadcasting"),
     binary("Mul", 7, np.multiply, commutative=True, doc="C = A * B with broadcasting"),
-    binary("Div", 7, _div, doc="C = A / B; integer division truncates toward zero"),
+    binary("Div", 7, _div, into=_div_into, doc="C = A / B; integer division truncates toward zero"),
     binary("Mod", 10, _mod, attrs=[attr("fmod", "int", 0)],
            doc="remainder with the divisor's sign, or the dividend's with fmod=1"),
     binary("BitShift", 11, _shift, attrs=[attr("direction", "string", required=True)],
@@ -205,7 +212,8 @@ SCHEMAS = [
     unary("Floor", 6, np.floor, dtypes=FLOAT, doc="elementwise round toward -inf"),
     unary("Ceil", 6, np.ceil, dtypes=FLOAT, doc="elementwise round toward +inf"),
     unary("Round", 11, _round, dtypes=FLOAT, doc="round half to even"),
-    unary("Erf", 9, _special.erf, flops_per_elem=8, doc="the Gauss error function"),
+    unary("Erf", 9, _special.erf, into=_special.erf, flops_per_elem=8,
+          doc="the Gauss error function"),
     unary("Sin", 7, np.sin, flops_per_elem=4, doc="elementwise sine"),
     unary("Cos", 7, np.cos, flops_per_elem=4, doc="elementwise cosine"),
     unary("Tan", 7, np.tan, flops_per_elem=4, doc="elementwise tangent"),

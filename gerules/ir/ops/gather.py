@@ -26,6 +26,7 @@ from ._common import (
     Types,
     at,
     attr,
+    fill,
     fmt,
     iattr,
     need,
@@ -66,7 +67,20 @@ def _gather_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
 def _gather_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     x, i = need(at(inputs, 0), "Gather"), need(at(inputs, 1), "Gather", "indices")
     a = norm_axis(iattr(call, "axis"), x.ndim)
-    return [np.take(x, fix_indices(i, x.shape[a], "Gather"), axis=a)]
+    return [x[(slice(None),) * a + (fix_indices(i, x.shape[a], "Gather"),)]]
+
+
+def _gather_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
+    """Gather into ``outs[0]``: ``np.take`` reads the data operand in place when it is
+    aligned (when it is not, as a weight read from an odd offset of a model file, NumPy
+    would copy the whole table first, so the rows are indexed out instead)."""
+    x, i = need(at(inputs, 0), "Gather"), need(at(inputs, 1), "Gather", "indices")
+    a = norm_axis(iattr(call, "axis"), x.ndim)
+    idx = fix_indices(i, x.shape[a], "Gather")
+    if x.flags.aligned and x.flags.c_contiguous:
+        np.take(x, idx, axis=a, out=outs[0])
+    else:
+        fill(outs, [x[(slice(None),) * a + (idx,)]], "Gather")
 
 
 def _gel_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
@@ -204,6 +218,7 @@ SCATTER_ATTRS = [attr("reduction", "string", "none")]
 
 SCHEMAS = [
     schema("Gather", 1, "data indices", "output", _gather_infer, _gather_kernel,
+           kernel_out=_gather_out,
            attrs=[attr("axis", "int", 0)], traits=MOVE, flops=_gather_flops,
            unit_of=shape_math_unit,
            doc="take slices along axis at the indices (negative ones count from the end)"),

@@ -26,6 +26,7 @@ from ._common import (
     attr,
     broadcast,
     fattr,
+    fill,
     fmt,
     iattr,
     need,
@@ -88,6 +89,16 @@ def _matmul_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     return [matmul(a, b)]
 
 
+def _matmul_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
+    """``A @ B`` with one BLAS call per matrix straight into ``outs[0]`` (float16 through
+    float32, then copied)."""
+    a, b = need(at(inputs, 0), "MatMul", "A"), need(at(inputs, 1), "MatMul", "B")
+    if a.dtype == np.float16 or a.dtype != outs[0].dtype:
+        fill(outs, _matmul_kernel(inputs, call), "MatMul")
+        return
+    np.matmul(blas_ready(a), blas_ready(b), out=outs[0])
+
+
 def matmul_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
     a = at(ins, 0)
     k = a.shape[-1] if a is not None and a.shape else 1
@@ -121,19 +132,42 @@ def _gemm_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
 
 def _gemm_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     a, b = need(at(inputs, 0), "Gemm", "A"), need(at(inputs, 1), "Gemm", "B")
-    a2, b2 = widen(a), widen(b)
-    if iattr(call, "transA"):
-        a2 = a2.T
-    if iattr(call, "transB"):
-        b2 = b2.T
-    y = np.matmul(a2, b2)
+    a2, b2 = _gemm_operands(a, b, call)
+    y = np.empty((a2.shape[0], b2.shape[1]), np.result_type(a2, b2))
+    _gemm_into(a2, b2, at(inputs, 2), call, y)
+    return [y.astype(a.dtype, copy=False)]
+
+
+def _gemm_operands(a: np.ndarray, b: np.ndarray, call: Call) -> tuple[np.ndarray, np.ndarray]:
+    """A' and B' as views (a transposed operand is a transposed view: NumPy hands it to
+    BLAS with the transpose flag, never copying the weight)."""
+    if a.ndim != 2 or b.ndim != 2:
+        raise ShapeError(f"Gemm: operands must be 2-D, got {list(a.shape)} and "
+                         f"{list(b.shape)}")
+    a2, b2 = blas_ready(widen(a)), blas_ready(widen(b))
+    return (a2.T if iattr(call, "transA") else a2), (b2.T if iattr(call, "transB") else b2)
+
+
+def _gemm_into(a2: np.ndarray, b2: np.ndarray, c: np.ndarray | None, call: Call,
+               y: np.ndarray) -> None:
+    """``y = alpha * A' @ B' + beta * C`` with one BLAS call into ``y`` (not an operand)."""
+    np.matmul(a2, b2, out=y)
     alpha, beta = fattr(call, "alpha", 1.0), fattr(call, "beta", 1.0)
     if alpha != 1.0:
-        y = y * y.dtype.type(alpha)
-    c = at(inputs, 2)
+        y *= y.dtype.type(alpha)
     if c is not None and beta != 0.0:
-        y = y + widen(c) * y.dtype.type(beta)
-    return [np.asarray(y).astype(a.dtype, copy=False)]
+        cw = widen(c)
+        y += cw if beta == 1.0 else cw * cw.dtype.type(beta)
+
+
+def _gemm_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
+    a, b = need(at(inputs, 0), "Gemm", "A"), need(at(inputs, 1), "Gemm", "B")
+    a2, b2 = _gemm_operands(a, b, call)
+    y = outs[0]
+    if y.dtype != np.result_type(a2, b2):  # float16 through float32
+        fill(outs, _gemm_kernel(inputs, call), "Gemm")
+        return
+    _gemm_into(a2, b2, at(inputs, 2), call, y)
 
 
 def _gemm_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
@@ -252,11 +286,13 @@ def _det_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
 
 SCHEMAS = [
     schema("MatMul", 1, "A B", "Y", _matmul_infer, _matmul_kernel, unit="cube",
-           flops=matmul_flops, doc="matrix product with NumPy batching and 1-D promotion"),
+           flops=matmul_flops, kernel_out=_matmul_out,
+           doc="matrix product with NumPy batching and 1-D promotion"),
     schema("Gemm", 7, "A B C?", "Y", _gemm_infer, _gemm_kernel, unit="cube",
            attrs=[attr("alpha", "float", 1.0), attr("beta", "float", 1.0),
                   attr("transA", "int", 0), attr("transB", "int", 0)],
-           flops=_gemm_flops, doc="Y = alpha * A' @ B' + beta * C (C broadcasts)"),
+           flops=_gemm_flops, kernel_out=_gemm_out,
+           doc="Y = alpha * A' @ B' + beta * C (C broadcasts)"),
     schema("Einsum", 12, "Inputs*", "Output", _einsum_infer, _einsum_kernel, unit="cube",
            attrs=[attr("equation", "string", required=True)], flops=_einsum_flops,
            doc="Einstein summation over the equation's labels"),

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...errors import ShapeError
+from ...errors import KernelError, ShapeError
 from ..dtypes import OP_FLOATS
 from ..graph import TensorType
 from ..layout import NORM_LAST
@@ -33,6 +33,7 @@ from ._common import (
     at,
     attr,
     fattr,
+    fill,
     iattr,
     need,
     norm_axis,
@@ -71,17 +72,39 @@ def _bn_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
 
 
 def _bn_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
+    x = need(at(inputs, 0), "BatchNormalization")
+    y = np.empty(x.shape, widen(x).dtype)
+    _bn_out(inputs, call, [y])
+    return [y.astype(x.dtype, copy=False)]
+
+
+def _bn_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
+    """Inference batch norm into ``outs[0]`` (which may be X itself): one scale and one
+    shift per channel, from the small vectors in float64, then ``y = x * a + b`` in two
+    passes and no temporary. A float16 X is computed in float32 and rounded once."""
     _bn_check(call)
     x, scale, b, mean, var = (need(at(inputs, i), "BatchNormalization") for i in range(5))
+    y = outs[0]
+    if y.shape != x.shape:
+        raise KernelError(f"BatchNormalization: the output is {list(y.shape)}, X is "
+                          f"{list(x.shape)}")
     eps = fattr(call, "epsilon", 1e-5)
     shape = (1, -1) + (1,) * (x.ndim - 2)
-    xw = widen(x)
-    dt = xw.dtype
-    inv = (scale.astype(dt) / np.sqrt(var.astype(dt) + dt.type(eps))).reshape(shape)
-    y = xw - mean.astype(dt).reshape(shape)  # one array; the rest in place, same order
-    y *= inv
-    y += b.astype(dt).reshape(shape)
-    return [y.astype(x.dtype, copy=False)]
+    a = scale.astype(np.float64) / np.sqrt(var.astype(np.float64) + eps)
+    shift = b.astype(np.float64) - mean.astype(np.float64) * a
+    dt = widen(x).dtype
+    if y.dtype != dt:  # float16 through float32
+        y[...] = _bn_kernel(inputs, call)[0]
+        return
+    np.multiply(x, a.astype(dt).reshape(shape), out=y)
+    y += shift.astype(dt).reshape(shape)
+
+
+def _bn14_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
+    if iattr(call, "training_mode"):
+        fill(outs, _bn14_kernel(inputs, call), "BatchNormalization")
+    else:
+        _bn_out(inputs, call, outs)
 
 
 BN_ATTRS = [attr("epsilon", "float", 1e-5), attr("momentum", "float", 0.9)]
@@ -161,6 +184,19 @@ def _ln_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
                               fattr(call, "epsilon", 1e-5),
                               iattr(call, "stash_type", 1))
     return [y, mean, inv][: max(1, call.num_outputs)]
+
+
+def _ln_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
+    """LayerNormalization into ``outs`` (Y may be X itself): Y is the only full-size array
+    written, the squares go through ``scratch``."""
+    x, scale = need(at(inputs, 0), "LayerNormalization"), need(at(inputs, 1), "LayerNorm")
+    if outs[0].shape != x.shape:
+        raise KernelError(f"LayerNormalization: the output is {list(outs[0].shape)}, X is "
+                          f"{list(x.shape)}")
+    _, mean, inv = layer_norm(x, scale, at(inputs, 2), iattr(call, "axis", -1),
+                              fattr(call, "epsilon", 1e-5), iattr(call, "stash_type", 1),
+                              out=outs[0])
+    fill(outs[1:], [mean, inv], "LayerNormalization")
 
 
 # ----------------------------------------------------------------------------- Instance/Group
@@ -252,22 +288,23 @@ SCHEMAS = [
     schema("BatchNormalization", 6, "X scale B mean var",
            "Y mean? var? saved_mean? saved_var?", _bn_infer, _bn_kernel,
            attrs=[*BN_ATTRS, attr("is_test", "int", 0), attr("spatial", "int", 1)],
-           traits={INPLACE}, flops=_flops(2),
+           traits={INPLACE}, flops=_flops(2), kernel_out=_bn_out,
            doc="inference batch norm (opset 6-8: spatial=1 only, extra outputs refused)"),
     schema("BatchNormalization", 9, "X scale B input_mean input_var",
            "Y running_mean? running_var? saved_mean? saved_var?", _bn_infer, _bn_kernel,
-           attrs=BN_ATTRS, traits={INPLACE}, flops=_flops(2),
+           attrs=BN_ATTRS, traits={INPLACE}, flops=_flops(2), kernel_out=_bn_out,
            doc="inference batch norm: (X - mean) / sqrt(var + eps) * scale + B"),
     schema("BatchNormalization", 14, "X scale B input_mean input_var",
            "Y running_mean? running_var?", _bn14_infer, _bn14_kernel,
            attrs=[*BN_ATTRS, attr("training_mode", "int", 0)], traits={INPLACE},
-           flops=_flops(2),
+           flops=_flops(2), kernel_out=_bn14_out,
            doc="batch norm; training_mode=1 normalises by batch statistics and also gives "
                "the running mean and variance"),
     schema("LayerNormalization", 17, "X Scale B?", "Y Mean? InvStdDev?", _ln_infer,
            _ln_kernel, attrs=[attr("axis", "int", -1), attr("epsilon", "float", 1e-5),
                               attr("stash_type", "int", 1)],
-           traits={INPLACE}, flops=_flops(8), widen_low=False, formats=NORM_LAST,
+           traits={INPLACE}, kernel_out=_ln_out, flops=_flops(8), widen_low=False,
+           formats=NORM_LAST,
            doc="normalise over shape[axis:], then scale and shift"),
     schema("InstanceNormalization", 6, "input scale B", "output", _first, _instance_kernel,
            attrs=[attr("epsilon", "float", 1e-5)], traits={INPLACE},

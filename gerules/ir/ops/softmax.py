@@ -10,22 +10,31 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ...errors import KernelError
 from ..graph import TensorType
 from ..registry import INPLACE, Call, OpSchema
-from ._common import Arrays, Types, at, attr, need, norm_axis, schema, widen
+from ._common import Arrays, Types, at, attr, fill, need, norm_axis, schema, widen
 
 AxisFn = Callable[[np.ndarray, int], np.ndarray]
+IntoFn = Callable[[np.ndarray, int, np.ndarray], np.ndarray]
 
 
 def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
-    e = np.asarray(x - np.max(x, axis=axis, keepdims=True))  # one array, then in place
-    np.exp(e, out=e)
-    e /= np.sum(e, axis=axis, keepdims=True)
-    return e
+    return _softmax_into(x, axis, np.empty(x.shape, x.dtype))
+
+
+def _softmax_into(x: np.ndarray, axis: int, out: np.ndarray) -> np.ndarray:
+    """Softmax into ``out`` (which may be ``x``: its maxima are taken first), no other
+    full-size array."""
+    m = np.max(x, axis=axis, keepdims=True)
+    np.subtract(x, m, out=out)
+    np.exp(out, out=out)
+    out /= np.sum(out, axis=axis, keepdims=True)
+    return out
 
 
 def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
@@ -64,7 +73,8 @@ def _coerced(fn: AxisFn) -> AxisFn:
     return run
 
 
-def _build(op: str, since: int, fn: AxisFn, flops: int, doc: str) -> OpSchema:
+def _build(op: str, since: int, fn: AxisFn, flops: int, doc: str,
+           into: IntoFn | None = None) -> OpSchema:
     run = _per_axis(fn) if since >= 13 else _coerced(fn)
 
     def infer(types: Types, _c: object, call: Call) -> list[TensorType]:
@@ -79,17 +89,34 @@ def _build(op: str, since: int, fn: AxisFn, flops: int, doc: str) -> OpSchema:
             y = run(widen(x), int(call.attrs["axis"]))  # type: ignore[arg-type]
         return [np.asarray(y).astype(x.dtype, copy=False)]
 
+    def kernel_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
+        x, out = need(at(inputs, 0), op), outs[0]
+        if into is None or x.dtype != out.dtype or x.dtype == np.float16 or x.size == 0:
+            fill(outs, kernel(inputs, call), op)
+            return
+        if out.shape != x.shape:
+            raise KernelError(f"{op}: the output is {list(out.shape)}, the input is "
+                              f"{list(x.shape)}")
+        a = norm_axis(int(call.attrs["axis"]), max(x.ndim, 1))  # type: ignore[arg-type]
+        with np.errstate(all="ignore"):
+            if since >= 13:
+                into(x, a, out)
+            else:  # coerced to 2-D: views of both (the output is contiguous)
+                rows = int(np.prod(x.shape[:a], dtype=np.int64))
+                into(x.reshape(rows, -1), 1, out.reshape(rows, -1))
+
     return schema(op, since, "input", "output", infer, kernel,
                   attrs=[attr("axis", "int", -1 if since >= 13 else 1)], traits={INPLACE},
-                  flops=lambda ins, outs, call: flops * (outs[0].numel() or 0), doc=doc)
+                  flops=lambda ins, outs, call: flops * (outs[0].numel() or 0), doc=doc,
+                  kernel_out=kernel_out if into is not None else None)
 
 
 _OLD = " over the input coerced to 2-D at axis (opset 1-12)"
 _NEW = " along one axis (opset 13+)"
 
 SCHEMAS = [
-    _build("Softmax", 1, _softmax, 5, "softmax" + _OLD),
-    _build("Softmax", 13, _softmax, 5, "softmax" + _NEW),
+    _build("Softmax", 1, _softmax, 5, "softmax" + _OLD, _softmax_into),
+    _build("Softmax", 13, _softmax, 5, "softmax" + _NEW, _softmax_into),
     _build("LogSoftmax", 1, _log_softmax, 6, "log of softmax" + _OLD),
     _build("LogSoftmax", 13, _log_softmax, 6, "log of softmax" + _NEW),
     _build("Hardmax", 1, _hardmax, 2, "one-hot of the first maximum" + _OLD),
