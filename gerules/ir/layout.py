@@ -24,11 +24,14 @@ inference, the e-graph's shape analysis, rule checking) sees the same decision:
 Kernels of native ops read the logical types of their operands from ``Call.types`` (the
 runtime, the executor, graph inference and the e-graph's folding pass them); a call without
 types means every operand is plain. A read-only operand (a weight) is converted once and its
-plain form kept while it lives, up to ``PLAIN_KEPT`` bytes in all. In the runtime's arena
-(``kernel_out``) an NC1HWC0 activation is converted into a buffer this thread keeps for its
-input port, the plain kernel writes into buffers kept per output, and the result is written
-into the arena in its format directly: the conversions copy, but touch no fresh memory per
-call (each buffer holds the largest tensor it served on the thread).
+plain form kept while it lives (``kept``: any form derived from a weight, up to ``KEPT``
+bytes in all). A rule's ``direct`` kernel, when it takes the call, computes on the blocked
+operands without these conversions (``ge.FusedConv``: ``ops/conv_blocked.py``). In the
+runtime's arena (``kernel_out``) an NC1HWC0 activation is converted into a buffer this
+thread keeps for its input port, the plain kernel writes into buffers kept per output, and
+the result is written into the arena in its format directly: the conversions copy, but
+touch no fresh memory per call (each buffer holds the largest tensor it served on the
+thread).
 """
 
 from __future__ import annotations
@@ -50,6 +53,10 @@ if TYPE_CHECKING:
     from .registry import Call, InferFn, KernelFn, KernelOutFn
 
 Types = Sequence["TensorType | None"]
+# a kernel that computes on the formatted operands themselves: (inputs, call, outs) with
+# ``outs`` the arena views to write (empty: allocate); the outputs, or None to decline
+DirectFn = Callable[[Sequence["np.ndarray | None"], "Call", Sequence[np.ndarray]],
+                    "Sequence[np.ndarray] | None"]
 Kind = Literal["plain", "elementwise", "native", "transfer"]
 
 
@@ -61,7 +68,10 @@ class FormatRule:
     repeats for later inputs); ``follow`` is the input whose format the outputs take
     (``out`` maps it when the output's format differs, ``NC1HWC0_C04`` giving ``NC1HWC0``);
     ``when`` may refuse a blocked form for reasons of attributes (a pooling's padding, a
-    reduction's axes): it returns why, or ``None``.
+    reduction's axes): it returns why, or ``None``. ``direct`` computes on the blocked
+    operands without converting them (its outputs equal the converting path's up to float
+    rounding, padding lanes zero); the wrappers try it first on formatted calls, and the
+    conversions run when it declines (returns ``None``) a call it does not handle.
     """
 
     kind: Kind
@@ -69,6 +79,7 @@ class FormatRule:
     follow: int = 0
     out: tuple[tuple[str, str], ...] = ()
     when: Callable[[Types, Call], str | None] | None = None
+    direct: DirectFn | None = None
 
     @property
     def converts(self) -> bool:
@@ -158,11 +169,12 @@ TRANSFER = FormatRule("transfer")
 
 
 def native(*ports: str | Sequence[str], follow: int = 0, out: dict[str, str] | None = None,
-           when: Callable[[Types, Call], str | None] | None = None) -> FormatRule:
+           when: Callable[[Types, Call], str | None] | None = None,
+           direct: DirectFn | None = None) -> FormatRule:
     """A rule for an op that runs on blocked formats: ``ports[i]`` the formats input ``i``
     takes besides plain (a string or a list; the last repeats)."""
     sets = tuple(frozenset([p] if isinstance(p, str) else p) - {""} for p in ports)
-    return FormatRule("native", sets, follow, tuple((out or {}).items()), when)
+    return FormatRule("native", sets, follow, tuple((out or {}).items()), when, direct)
 
 
 def one_output(types: Types, call: Call) -> str | None:
@@ -250,35 +262,50 @@ def _unblock_into(x: np.ndarray, shape: Sequence[int], buf: np.ndarray) -> np.nd
     return buf[:, :int(shape[1])]
 
 
-# id(weight) -> (a weak reference to it, its format, its plain array); an entry leaves with
-# its weight. Weights are read-only and never change, so their plain form is computed once,
-# for the first PLAIN_KEPT bytes of them (beyond, each call converts: bounded memory). The
-# plain forms are this CPU runtime's pre-packed weights (onnxruntime pre-packs its GEMM
-# weights alike): the bound covers BERT-base's 340 MB, whose every MatMul weight is
-# FRACTAL_NZ; past it a model pays a conversion per call (5 ms for a 768 x 3072 weight).
-_PLAIN: dict[int, tuple[weakref.ref[np.ndarray], str, np.ndarray]] = {}
-PLAIN_KEPT = 1 << 30
+# (ids of the weights, form) -> (weak references to them, a derived array); an entry leaves
+# with any of its weights. Weights are read-only and never change, so a form of them (a
+# weight's plain array, a conv's GEMM-ready matrix with its bias) is computed once, for the
+# first KEPT bytes of them in all (beyond, each call derives it again: bounded memory).
+# These are this CPU runtime's pre-packed weights (onnxruntime pre-packs its GEMM weights
+# alike): the bound covers BERT-base's 340 MB, whose every MatMul weight is FRACTAL_NZ;
+# past it a model pays a conversion per call (5 ms for a 768 x 3072 weight).
+_KEPT: dict[tuple[tuple[int, ...], str],
+            tuple[tuple[weakref.ref[np.ndarray], ...], np.ndarray]] = {}
+KEPT = 1 << 30
+
+
+def kept(sources: np.ndarray | tuple[np.ndarray, ...], form: str,
+         make: Callable[[], np.ndarray]) -> np.ndarray:
+    """``make()``, a read-only array derived from the read-only ``sources`` (weights) and
+    named ``form`` (what it is: the format it was converted from, the layout it has), kept
+    while they all live and the budget allows, so it is computed once per weight."""
+    xs = sources if isinstance(sources, tuple) else (sources,)
+    key = (tuple(id(a) for a in xs), form)
+    hit = _KEPT.get(key)
+    if hit is not None and all(r() is a for r, a in zip(hit[0], xs, strict=True)):
+        return hit[1]
+    made = np.ascontiguousarray(make())
+    if (any(a.flags.writeable for a in xs)
+            or sum(e[1].nbytes for e in list(_KEPT.values())) + made.nbytes > KEPT):
+        return made
+    made.setflags(write=False)
+
+    def forget(_: object, entries: dict[Any, Any] = _KEPT) -> None:
+        entries.pop(key, None)  # (bound now: at exit the module's globals may be gone)
+
+    try:
+        refs = tuple(weakref.ref(a, forget) for a in xs)
+    except TypeError:
+        return made  # an array that takes no weak reference: not kept
+    _KEPT[key] = (refs, made)
+    return made
 
 
 def _weight(x: np.ndarray, t: TensorType) -> np.ndarray:
-    hit = _PLAIN.get(id(x))
-    if hit is not None and hit[0]() is x and hit[1] == t.format:
-        return hit[2]
-    shape = F.bind(t.shape or (), t.dtype, t.format, x.shape)
-    plain = np.ascontiguousarray(F.from_format(x, t.format, shape))
-    if sum(e[2].nbytes for e in list(_PLAIN.values())) + plain.nbytes > PLAIN_KEPT:
-        return plain
-    plain.setflags(write=False)
-    ident = id(x)
-    def forget(_: object, kept: dict[int, Any] = _PLAIN) -> None:
-        kept.pop(ident, None)  # (bound now: at exit the module's globals may be gone)
+    def plain() -> np.ndarray:
+        return F.from_format(x, t.format, F.bind(t.shape or (), t.dtype, t.format, x.shape))
 
-    try:
-        ref = weakref.ref(x, forget)
-    except TypeError:
-        return plain  # an array that takes no weak reference: not kept
-    _PLAIN[ident] = (ref, t.format, plain)
-    return plain
+    return kept(x, f"plain from {t.format}", plain)
 
 
 def wrap_kernel(kernel: KernelFn, rule: FormatRule) -> KernelFn:
@@ -288,6 +315,10 @@ def wrap_kernel(kernel: KernelFn, rule: FormatRule) -> KernelFn:
     def run(inputs: Sequence[np.ndarray | None], call: Call) -> Sequence[np.ndarray]:
         if not _formatted(call):
             return kernel(inputs, call)
+        if rule.direct is not None:
+            done = rule.direct(inputs, call, ())
+            if done is not None:
+                return done
         outs = [np.asarray(y) for y in kernel(plain_inputs(inputs, call), call)]
         plain = [TensorType(y.dtype.name, tuple(int(d) for d in y.shape)) for y in outs]
         fmts = rule.output_formats(call.types, plain, call)
@@ -313,6 +344,8 @@ def wrap_kernel_out(kernel_out: KernelOutFn, kernel: KernelFn, infer: InferFn,
             ) -> None:
         if not _formatted(call):
             kernel_out(inputs, call, outs)
+            return
+        if rule.direct is not None and rule.direct(inputs, call, outs) is not None:
             return
         hit = memo.get(id(call))
         if hit is None or hit[0] is not call:

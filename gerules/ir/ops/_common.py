@@ -447,21 +447,23 @@ def lattr(call: Call, name: str) -> list[int] | None:
     return None if value is None else ints(value)
 
 
-_SCRATCH = threading.local()
+_SCRATCH = threading.local()  # .bufs: slot -> this thread's reusable byte buffer
 
 
-def scratch(shape: Sequence[int], dtype: np.dtype | type) -> np.ndarray:
-    """A work array of ``shape`` (uninitialised) from this thread's reusable buffer.
+def scratch(shape: Sequence[int], dtype: np.dtype | type, slot: int = 0) -> np.ndarray:
+    """A work array of ``shape`` (uninitialised, 64-byte aligned) from this thread's reusable
+    buffer for ``slot``.
 
     Kernels use it for temporaries they fill and drop before returning (im2col patches), so
     the buffer's pages are touched once per thread instead of being mapped anew per call.
-    The array is valid until the next ``scratch`` call on the same thread.
+    The array is valid until the next ``scratch`` call for the same slot on the same thread:
+    a kernel that needs two temporaries alive at once takes them from two slots.
     """
     dt = np.dtype(dtype)
     nbytes = prod(shape) * dt.itemsize
-    buf = getattr(_SCRATCH, "buf", None)
-    if buf is None or buf.nbytes < nbytes:
-        buf = np.empty(max(nbytes, 1 << 20) + 64, np.uint8)
-        _SCRATCH.buf = buf
+    bufs: dict[int, np.ndarray] = _SCRATCH.__dict__.setdefault("bufs", {})
+    buf = bufs.get(slot)
+    if buf is None or buf.nbytes < nbytes + 64:
+        buf = bufs[slot] = np.empty(max(nbytes, 1 << 20) + 64, np.uint8)
     start = -buf.ctypes.data % 64
     return buf[start:start + nbytes].view(dt).reshape(tuple(shape))

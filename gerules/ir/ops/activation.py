@@ -193,12 +193,21 @@ def activate(y: np.ndarray, attrs: Mapping[str, Any]) -> np.ndarray:
 
 
 def activate_into(y: np.ndarray, attrs: Mapping[str, Any]) -> np.ndarray:
-    """``activate`` written back into ``y`` (Relu without any temporary); returns ``y``."""
+    """``activate`` written back into ``y`` (Relu, Clip without any temporary); returns
+    ``y``."""
     name = check_activation(attrs)
     if name == "Relu":
         relu(y, out=y)
     elif name == "Gelu" and y.dtype != np.float16:
         gelu(y, str(attrs.get("gelu_approximate") or "none"), out=y)
+    elif name == "Clip" and y.dtype != np.float16:  # clip's bounds, in place
+        lo, hi = attrs.get("clip_min"), attrs.get("clip_max")
+        if lo is not None and hi is not None:  # one pass: minimum(maximum(y, lo), hi)
+            np.clip(y, y.dtype.type(lo), y.dtype.type(hi), out=y)
+        elif lo is not None:
+            np.maximum(y, y.dtype.type(lo), out=y)
+        elif hi is not None:
+            np.minimum(y, y.dtype.type(hi), out=y)
     elif name:
         y[...] = activate(y, attrs)
     return y

@@ -27,6 +27,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -61,6 +62,7 @@ from .activation import (
     gelu_flops,
 )
 from .conv import CONV_ATTRS, conv, conv_flops, conv_infer
+from .conv_blocked import fused_conv_blocked
 from .linalg import blas_ready, matmul_shape
 from .norm import layer_norm
 
@@ -375,7 +377,8 @@ def _gelu_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
 SCHEMAS = [
     schema("FusedConv", 1, "X W B? Z?", "Y", _fconv_infer, _fconv_kernel, domain="ge",
            attrs=[*CONV_ATTRS, *ACT_ATTRS], unit="cube", flops=_fconv_flops,
-           kernel_out=_fconv_out, formats=CONV,
+           kernel_out=_fconv_out,
+           formats=dataclasses.replace(CONV, direct=fused_conv_blocked),
            doc="Y = act(Conv(X, W, B) + Z): conv, optional residual, fused activation"),
     schema("FusedMatMul", 1, "A B C?", "Y", _fmm_infer, _fmm_kernel, domain="ge",
            attrs=[*ACT_ATTRS, attr("transB", "int", 0)], unit="cube", flops=_fmm_flops,
