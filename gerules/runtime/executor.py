@@ -89,7 +89,8 @@ class _Step:
 Slot = tuple[np.dtype, tuple[int, ...], int]  # an output's dtype, shape and nbytes
 Slots = tuple[Slot, ...]  # per output
 Bound = tuple[Any, ...]  # a step's outputs' total bytes, then its Slots
-Kept = tuple[tuple[np.ndarray, ...] | None, ...]  # per step, the settled outputs kept
+KeptStep = tuple[int, tuple[tuple[str, np.ndarray], ...]]  # nbytes, (name, value) pairs
+Kept = tuple[KeptStep | None, ...]  # per step, its settled outputs when kept
 
 
 class Executor:
@@ -140,20 +141,24 @@ class Executor:
         slots = self._bind(key, bound)
         kept_now = self._kept
         kept = kept_now[1] if kept_now is not None and kept_now[0] == key else None
-        keeping: list[tuple[np.ndarray, ...] | None] | None = None
+        keeping: list[KeptStep | None] | None = None
         if kept is None:
             kept = (None,) * len(self._steps)
             keeping = []
         holders: dict[int, list[Any]] = {}  # id(buffer) -> [buffer, tensors viewing it]
         live = sum(a.nbytes for a in given.values())
         pool = self.pool
+        limit = self.budgets.live_bytes
         for step, slot, values in zip(self._steps, slots, kept, strict=True):
             node = step.node
-            if values is not None:  # a settled value this binding already computed
-                self._check_live(step, live + sum(v.nbytes for v in values))
-                env.update(zip(node.outputs, values, strict=True))
+            if values is not None:  # settled values this binding already computed
+                total = live + values[0]
+                if total + pool.spare > limit:
+                    self._check_live(step, total)
+                env.update(values[1])
             elif slot is not None and step.into:
-                self._check_live(step, live + slot[0])
+                if live + slot[0] + pool.spare > limit:
+                    self._check_live(step, live + slot[0])
                 args = [env[i] if i else None for i in node.inputs]
                 outs = [self._buffer(s) for s in slot[2:]]
                 outs.insert(0, self._first_output(step, slot[1], args, holders))
@@ -166,7 +171,8 @@ class Executor:
                         holders.setdefault(id(buf), [buf, 0])[1] += 1
             else:
                 if slot is not None:
-                    self._check_live(step, live + slot[0])
+                    if live + slot[0] + pool.spare > limit:
+                        self._check_live(step, live + slot[0])
                 else:
                     self._check(step, env, live)
                 run_step(node, step.schema.kernel, step.call, env)
@@ -177,9 +183,12 @@ class Executor:
                             held[1] += 1
             if keeping is not None:
                 keeping.append(_keep(node, env) if step.settled else None)
-            for o in node.outputs:
-                if o:
-                    live += env[o].nbytes
+            if values is not None:
+                live += values[0]
+            else:
+                for o in node.outputs:
+                    if o:
+                        live += env[o].nbytes
             if live > pool.limit:  # the spare never passes the largest live set
                 pool.limit = live
             for name in step.free_after:
@@ -286,7 +295,8 @@ class Executor:
 
     def _check_live(self, step: _Step, total: int) -> None:
         """``total`` bytes alive fit ``live_bytes``; the pool's spare is dropped first when
-        they would not fit with it."""
+        they would not fit with it. (``run`` calls it only when ``total`` plus the spare
+        would not fit: otherwise it does nothing.)"""
         limit = self.budgets.live_bytes
         if total + self.pool.spare > limit:
             self.pool.clear()
@@ -322,9 +332,10 @@ class _Settled:
         return ok
 
 
-def _keep(node: Node, env: Mapping[str, np.ndarray]) -> tuple[np.ndarray, ...] | None:
-    """Read-only copies of a settled step's outputs, or ``None`` when one is unnamed or
-    larger than ``CONST_ELEMENTS`` (recomputed each run rather than held)."""
+def _keep(node: Node, env: Mapping[str, np.ndarray]) -> KeptStep | None:
+    """Read-only copies of a settled step's outputs with their total bytes, or ``None`` when
+    one is unnamed or larger than ``CONST_ELEMENTS`` (recomputed each run rather than
+    held)."""
     if not all(node.outputs):
         return None
     values = [env[o] for o in node.outputs]
@@ -333,7 +344,7 @@ def _keep(node: Node, env: Mapping[str, np.ndarray]) -> tuple[np.ndarray, ...] |
     copies = tuple(np.array(v, copy=True) for v in values)
     for c in copies:
         c.flags.writeable = False
-    return copies
+    return (sum(c.nbytes for c in copies), tuple(zip(node.outputs, copies, strict=True)))
 
 
 def _owner(array: np.ndarray) -> np.ndarray:

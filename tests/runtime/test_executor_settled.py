@@ -73,7 +73,7 @@ def test_kept_values_are_read_only_copies_and_outputs_are_the_callers() -> None:
     ex = Executor(g, registry())
     first = ex.run(feeds(2, 0))
     assert ex._kept is not None
-    kept = [v for values in ex._kept[1] if values is not None for v in values]
+    kept = [v for values in ex._kept[1] if values is not None for _, v in values[1]]
     assert kept and all(not v.flags.writeable for v in kept)
     assert first["y"].flags.writeable  # a graph output is never a kept value
     first["y"][...] = 0
