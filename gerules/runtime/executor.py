@@ -37,6 +37,12 @@ Invariants:
   ``CONST_ELEMENTS`` elements (shape chains, scalars); later runs of that binding put the
   copies in place of running the kernel. They still count toward ``live_bytes`` like any
   output, are never pooled or written over, and a new binding starts over.
+- Likewise the bytes ``guard.predict`` gives a step (a Reshape to a settled shape) are kept
+  per binding when every input is settled or has a type the dims fix and those that are
+  not settled are larger than ``CONST_ELEMENTS`` (inference reads values only up to that
+  size): the prediction cannot change, so later runs check the budgets with the kept
+  bytes. An input whose value may change and that inference reads (a fed shape) keeps the
+  prediction per run.
 """
 
 from __future__ import annotations
@@ -84,6 +90,11 @@ class _Step:
     # elementwise INPLACE one (out[i] depends on the operands' element i alone)
     over_inputs: tuple[int, ...] = ()
     settled: bool = False  # its value is the same in every run with the same dims
+    # when each input is settled or has a type the dims fix: the inputs that are not settled
+    # (their values may change between runs); else None. ``guard.predict`` reads the values
+    # of inputs up to CONST_ELEMENTS only, so when these are all larger, the bytes it
+    # predicts are the same in every run with the same dims
+    loose: tuple[str, ...] | None = None
 
 
 Slot = tuple[np.dtype, tuple[int, ...], int]  # an output's dtype, shape and nbytes
@@ -123,11 +134,14 @@ class Executor:
                                _out_types(types, node, schema),
                                over_inputs=_over_inputs(node, schema, free),
                                into=schema.kernel_out is not None,
+                               loose=settled.loose(node),
                                settled=settled.step(node, schema)))
         self._steps = tuple(steps)
         self._slots: tuple[tuple[tuple[str, int], ...], tuple[Bound | None, ...]] | None = None
         # per binding, each step's kept outputs (settled steps only; None: run the kernel)
-        self._kept: tuple[tuple[tuple[str, int], ...], Kept] | None = None
+        # and the bytes its outputs need (sized steps only; None: predict them)
+        self._kept: tuple[tuple[tuple[str, int], ...], Kept, tuple[int | None, ...]
+                          ] | None = None
         self._aligned: dict[str, np.ndarray] | None = None
         self._lock = threading.Lock()
 
@@ -140,16 +154,18 @@ class Executor:
         key = tuple(sorted(bound.items()))
         slots = self._bind(key, bound)
         kept_now = self._kept
-        kept = kept_now[1] if kept_now is not None and kept_now[0] == key else None
         keeping: list[KeptStep | None] | None = None
-        if kept is None:
-            kept = (None,) * len(self._steps)
+        needing: list[int | None] = []
+        if kept_now is not None and kept_now[0] == key:
+            kept, needs = kept_now[1], kept_now[2]
+        else:
+            kept = needs = (None,) * len(self._steps)
             keeping = []
         holders: dict[int, list[Any]] = {}  # id(buffer) -> [buffer, tensors viewing it]
         live = sum(a.nbytes for a in given.values())
         pool = self.pool
         limit = self.budgets.live_bytes
-        for step, slot, values in zip(self._steps, slots, kept, strict=True):
+        for step, slot, values, need in zip(self._steps, slots, kept, needs, strict=True):
             node = step.node
             if values is not None:  # settled values this binding already computed
                 total = live + values[0]
@@ -173,8 +189,11 @@ class Executor:
                 if slot is not None:
                     if live + slot[0] + pool.spare > limit:
                         self._check_live(step, live + slot[0])
+                elif need is not None:  # predicted on this binding's first run
+                    if live + need + pool.spare > limit:
+                        self._check_live(step, live + need)
                 else:
-                    self._check(step, env, live)
+                    need = self._check(step, env, live)
                 run_step(node, step.schema.kernel, step.call, env)
                 if holders:
                     for name in node.outputs:
@@ -183,6 +202,8 @@ class Executor:
                             held[1] += 1
             if keeping is not None:
                 keeping.append(_keep(node, env) if step.settled else None)
+                needing.append(need if step.loose is not None and all(
+                    env[n].size > CONST_ELEMENTS for n in step.loose) else None)
             if values is not None:
                 live += values[0]
             else:
@@ -198,7 +219,7 @@ class Executor:
                     if holders:
                         self._release(holders, dead)
         if keeping is not None:
-            self._kept = (key, tuple(keeping))
+            self._kept = (key, tuple(keeping), tuple(needing))
         result = {name: env[name] for name in self.graph.output_names}
         for value in result.values():  # the caller's now: never handed out again
             holders.pop(id(owner(value)), None)
@@ -280,8 +301,9 @@ class Executor:
                 del holders[key]
                 self.pool.give(held[0])
 
-    def _check(self, step: _Step, env: Mapping[str, np.ndarray], live: int) -> None:
-        """The step's outputs fit the budgets, before its kernel allocates them."""
+    def _check(self, step: _Step, env: Mapping[str, np.ndarray], live: int) -> int:
+        """The step's outputs fit the budgets, before its kernel allocates them; returns the
+        bytes they need."""
         need = step.out_bytes
         node = step.node
         if need is None:
@@ -292,6 +314,7 @@ class Executor:
                                    node=node.label, op=node.qualified_op, tensor=name)
             need = output_bytes(predicted)
         self._check_live(step, live + need)
+        return need
 
     def _check_live(self, step: _Step, total: int) -> None:
         """``total`` bytes alive fit ``live_bytes``; the pool's spare is dropped first when
@@ -316,15 +339,24 @@ class _Settled:
         self.outputs = set(graph.output_names)
         self.graph = graph
 
+    def loose(self, node: Node) -> tuple[str, ...] | None:
+        """The inputs of ``node`` that are not settled (call before ``step``) when all of
+        them have types the feeds' dims fix, else ``None``."""
+        ins = [n for n in node.present_inputs() if n not in self.names]
+        return tuple(ins) if all(self._fixed(n) for n in ins) else None
+
+    def _fixed(self, name: str) -> bool:
+        t = self.graph.type_of(name)
+        return t is not None and t.shape is not None and all(
+            isinstance(d, int) or d in self.symbols for d in t.shape)
+
     def step(self, node: Node, schema: OpSchema) -> bool:
         ins = node.present_inputs()
         if (NONDETERMINISTIC in schema.traits or not node.outputs
                 or any(o in self.outputs for o in node.outputs)):
             return False
         if schema.fold_types is not None and len(ins) == 1:
-            t = self.graph.type_of(ins[0])
-            ok = t is not None and t.shape is not None and all(
-                isinstance(d, int) or d in self.symbols for d in t.shape)
+            ok = self._fixed(ins[0])
         else:
             ok = all(n in self.names for n in ins)
         if ok:

@@ -99,3 +99,36 @@ def test_kept_values_still_count_toward_the_live_budget() -> None:
     for _ in range(2):  # refused on the run that computes and on the one that reuses
         with pytest.raises(ResourceLimit, match="--max_live_bytes"):
             tight.run(f)
+
+
+def test_a_reshape_to_a_settled_shape_is_sized_once_per_binding() -> None:
+    """The data is larger than what inference reads by value, the shape is settled: the
+    bytes are predicted on a binding's first run only. A small data input is read by value,
+    so it is predicted every run."""
+    for width, once in ((4104, True), (6, False)):
+        g = infer_graph(Graph((
+            Node("Constant", (), ("to",), name="to",
+                 attrs={"value": np.array([-1, 2, width // 2], np.int64)}),
+            Node("Reshape", ("x", "to"), ("r",), name="reshape"),
+            Node("Neg", ("r",), ("y",), name="y")),
+            (Value.of("x", "float32", ("N", width)),), (Value.of("y", "float32", None),)),
+            registry())
+        ex = Executor(g, registry())
+        for n in (2, 2, 3):
+            f = {"x": np.ones((n, width), np.float32)}
+            assert_same(ex.run(f), fresh(g, f))
+        assert ex._kept is not None
+        assert ex._kept[2][1] == (3 * width * 4 if once else None)
+
+
+def test_an_output_sized_by_a_fed_value_is_predicted_every_run() -> None:
+    """``Expand`` to a shape the caller feeds: a small input whose value may change, so the
+    second run's huge shape is refused before the kernel allocates it."""
+    g = infer_graph(Graph((Node("Expand", ("x", "shape"), ("y",), name="expand"),),
+                          (Value.of("x", "float32", (1,)), Value.of("shape", "int64", (1,))),
+                          (Value.of("y", "float32", None),)), registry())
+    ex = Executor(g, registry(), budgets=DEFAULT.replace(tensor_bytes=1 << 10))
+    x = np.ones(1, np.float32)
+    assert ex.run({"x": x, "shape": np.array([3])})["y"].shape == (3,)
+    with pytest.raises(ResourceLimit, match="expand"):
+        ex.run({"x": x, "shape": np.array([1 << 20])})
