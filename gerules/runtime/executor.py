@@ -139,7 +139,8 @@ class Executor:
         self._steps = tuple(steps)
         self._slots: tuple[tuple[tuple[str, int], ...], tuple[Bound | None, ...]] | None = None
         # per binding, each step's kept outputs (settled steps only; None: run the kernel)
-        # and the bytes its outputs need (sized steps only; None: predict them)
+        # and the bytes its outputs need (steps whose prediction cannot change; None:
+        # predict them)
         self._kept: tuple[tuple[tuple[str, int], ...], Kept, tuple[int | None, ...]
                           ] | None = None
         self._aligned: dict[str, np.ndarray] | None = None
@@ -328,8 +329,9 @@ class Executor:
 
 
 class _Settled:
-    """Which steps' values cannot change between runs with the same dims (the class
-    docstring's *settled*): built in graph order, one ``step`` call per node."""
+    """Which steps' values cannot change between runs with the same dims (the module
+    docstring's *settled*): built in graph order, one ``loose`` then ``step`` call per
+    node."""
 
     def __init__(self, graph: Graph) -> None:
         fed = set(graph.input_names)
