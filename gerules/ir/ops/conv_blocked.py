@@ -134,9 +134,9 @@ def fused_conv_blocked(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]
         _from_rows(y, out)
     if z is not None:
         out += z
-        _zero_lanes(out, plan.m)
+        F.zero_lanes(out, plan.m)
     activate_into(out, call.attrs)
-    _zero_lanes(out, plan.m)
+    F.zero_lanes(out, plan.m)
     return [out]
 
 
@@ -195,7 +195,7 @@ def _depthwise(x: np.ndarray, c: int, taps: np.ndarray, win: Window, acc: np.nda
     xp[:, :, pt:pt + h, :pl] = 0
     xp[:, :, pt:pt + h, pl + w:] = 0
     xp[:, :, pt:pt + h, pl:pl + w] = x
-    _zero_lanes(xp, c)  # what the input's padding lanes hold must reach no value
+    F.zero_lanes(xp, c)  # what the input's padding lanes hold must reach no value
     if sw > 1:  # columns split by phase (x % sw): a strided tap reads a contiguous run
         phases = scratch((n, c1, hp, sw, wp // sw, c0), x.dtype, slot=3)
         np.copyto(phases, xp.reshape(n, c1, hp, wp // sw, sw, c0).transpose(0, 1, 2, 4, 3, 5))
@@ -245,13 +245,6 @@ def _from_rows(y: np.ndarray, out: np.ndarray) -> None:
                   .transpose(0, 3, 1, 2))
     else:
         np.copyto(out, rows.transpose(0, 3, 1, 2, 4), casting="same_kind")
-
-
-def _zero_lanes(out: np.ndarray, m: int) -> None:
-    """The padding lanes (channels M.. of the last block) set to zero."""
-    rest = m % out.shape[-1]
-    if rest:
-        out[:, -1, ..., rest:] = 0
 
 
 def _patches(x: np.ndarray, c: int, win: Window, work: np.dtype, ones: bool = False

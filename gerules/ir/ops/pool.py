@@ -14,16 +14,18 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from ...errors import ShapeError
 from ..graph import TensorType
-from ..layout import POOL
+from ..layout import POOL, DirectFn
 from ..registry import AttrSpec, Call, FlopsFn, InferFn, KernelFn, OpSchema
-from ._common import Arrays, Types, at, attr, iattr, lattr, need, prod, schema, widen
+from ._common import Arrays, Types, at, attr, copied_out, iattr, lattr, need, prod, schema, widen
 from ._window import Window, kernel_of, out_shape, pad_for, taps, window, window_counts
+from .pool_blocked import global_average_pool_blocked, lowest, max_pool_blocked
 
 POOL_ATTRS = [
     attr("auto_pad", "string", "NOTSET"),
@@ -55,10 +57,6 @@ def _geometry(x: np.ndarray, call: Call) -> Window:
     return window(x.shape[2:], kernel, call.attrs, bool(call.attrs.get("ceil_mode", 0)))
 
 
-def _lowest(dtype: np.dtype) -> float | int:
-    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
-
-
 def _max_along(x: np.ndarray, i: int, win: Window) -> np.ndarray:
     """Max over the kernel taps of spatial axis ``i`` only (strided, dilated)."""
     index: list[slice] = [slice(None)] * x.ndim
@@ -76,7 +74,7 @@ def _max_along(x: np.ndarray, i: int, win: Window) -> np.ndarray:
 def _max_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     x = need(at(inputs, 0), "MaxPool")
     win = _geometry(x, call)
-    xp = pad_for(x, win, _lowest(x.dtype))
+    xp = pad_for(x, win, lowest(x.dtype))
     if call.num_outputs < 2:  # a box max is separable: one axis at a time
         for i in range(len(win.kernel)):
             xp = _max_along(xp, i, win)
@@ -170,22 +168,27 @@ def _in_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
 
 
 def _build(op: str, since: int, infer: InferFn, kernel: KernelFn, extra: list[AttrSpec],
-           outputs: str, flops: FlopsFn, doc: str) -> OpSchema:
+           outputs: str, flops: FlopsFn, doc: str, direct: DirectFn | None = None) -> OpSchema:
+    """A pooling schema; with a ``direct`` kernel for NC1HWC0 inputs it also gets a
+    ``kernel_out``, so the direct kernel writes into the runtime's arena."""
     return schema(op, since, "X", outputs, infer, kernel, attrs=extra, flops=flops, doc=doc,
-                  formats=POOL)
+                  formats=dataclasses.replace(POOL, direct=direct),
+                  kernel_out=None if direct is None else copied_out(kernel))
 
 
 SCHEMAS = [
     _build("MaxPool", 1, _pool_infer("MaxPool"), _max_kernel,
            [*POOL_ATTRS, attr("storage_order", "int", 0)], "Y Indices?", _pool_flops,
-           "max over sliding windows (dilations, ceil_mode, auto_pad; optional Indices)"),
+           "max over sliding windows (dilations, ceil_mode, auto_pad; optional Indices)",
+           max_pool_blocked),
     _build("AveragePool", 1, _pool_infer("AveragePool"), _avg_kernel,
            [*POOL_ATTRS, attr("count_include_pad", "int", 0)], "Y", _pool_flops,
            "mean over sliding windows (count_include_pad, ceil_mode, dilations)"),
     _build("LpPool", 2, _pool_infer("LpPool"), _lp_kernel, [*POOL_ATTRS, attr("p", "int", 2)],
            "Y", _pool_flops, "Lp norm over sliding windows"),
     _build("GlobalAveragePool", 1, _global_infer("GlobalAveragePool"), _global(np.mean), [],
-           "Y", _in_flops, "mean over all spatial dims, kept as size 1"),
+           "Y", _in_flops, "mean over all spatial dims, kept as size 1",
+           global_average_pool_blocked),
     _build("GlobalMaxPool", 1, _global_infer("GlobalMaxPool"), _global(np.max), [],
            "Y", _in_flops, "max over all spatial dims, kept as size 1"),
 ]
