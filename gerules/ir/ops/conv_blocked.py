@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.linalg.blas import get_blas_funcs
 
 from .. import formats as F
 from ..layout import kept
@@ -62,6 +63,7 @@ class Plan:
     weight: tuple[int, ...]  # the weight's logical shape [M, C / group, KH, KW]
     work: np.dtype  # the arithmetic's dtype (float16 runs in float32)
     depthwise: bool
+    shifted: bool  # one GEMM per tap on shifted rows of the padded input (``_shifted``)
 
 
 # id(call) -> (call, input's physical shape, its plan or None: declined); a runtime step
@@ -97,7 +99,16 @@ def _make_plan(x: np.ndarray, call: Call) -> Plan | None:
     if win.kernel != (kh, kw):
         return None
     work = np.dtype(np.float32) if x.dtype == np.float16 else x.dtype
-    return Plan(win, c, m, (n, -(-m // c0), *win.out, c0), (m, cg, kh, kw), work, depthwise)
+    wide = win.begin[1] + wd + win.end[1] - win.out[1]  # the padded row's extra columns
+    shifted = (not depthwise and win.strides == (1, 1) and (kh, kw) != (1, 1)
+               and x.dtype == work and wide * SHIFTED_WASTE <= win.out[1])
+    return Plan(win, c, m, (n, -(-m // c0), *win.out, c0), (m, cg, kh, kw), work, depthwise,
+                shifted)
+
+
+# the shifted GEMMs compute every padded column of an output row: taken while that wastes
+# at most 1 / SHIFTED_WASTE of the work (ResNet's 56 x 56 maps; smaller ones im2col)
+SHIFTED_WASTE = 16
 
 
 def fused_conv_blocked(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]
@@ -127,6 +138,8 @@ def fused_conv_blocked(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]
             acc += bias.reshape(1, shape[1], 1, 1, shape[4])
         if acc is not out:
             np.copyto(out, acc, casting="same_kind")
+    elif plan.shifted:
+        _shifted(x, _gemm_weight(w, b, plan.weight, work, lanes), b is not None, plan, out)
     else:
         cols = _patches(x, plan.c, plan.win, work, ones=b is not None)
         y = scratch((cols.shape[0], lanes), work, slot=2)
@@ -138,6 +151,37 @@ def fused_conv_blocked(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]
     activate_into(out, call.attrs)
     F.zero_lanes(out, plan.m)
     return [out]
+
+
+def _shifted(x: np.ndarray, wt: np.ndarray, bias: bool, plan: Plan, out: np.ndarray
+             ) -> None:
+    """A stride-1 conv without im2col: over the padded NHWC input flattened to pixels
+    ``[Hp*Wp, C]``, tap (i, j)'s operand for every output pixel of the padded grid
+    ``[Ho*Wp]`` is one contiguous run of rows starting at ``i*dh*Wp + j*dw``, so
+    ``Y[Ho*Wp, M] = sum over taps of rows @ Wt[tap]``: one BLAS GEMM per tap accumulating
+    into Y (``beta = 1``), Y starting as the bias row. The Wp - Wo columns past each output
+    row are computed and dropped (``Plan.shifted`` bounds that waste)."""
+    n = x.shape[0]
+    (kh, kw), (dh, dw), (ho, wo) = plan.win.kernel, plan.win.dilations, plan.win.out
+    c, lanes = plan.c, wt.shape[1]
+    xp = _padded_nhwc(x, c, plan.win, extra=1)  # the last taps' runs end past the map
+    wp = xp.shape[2]
+    flat = xp.reshape(n, -1, c)
+    gemm = get_blas_funcs("gemm", dtype=plan.work)
+    y = scratch((ho * wp, lanes), plan.work, slot=2)
+    yt = y.T  # BLAS is column-major: Y^T = Wt[tap]^T @ rows^T, all views without copies
+    for i in range(n):
+        if bias:
+            np.copyto(y, wt[-1])
+        else:
+            y.fill(0)
+        for t in range(kh * kw):
+            off = (t // kw) * dh * wp + (t % kw) * dw
+            done = gemm(1.0, wt[t * c:(t + 1) * c].T, flat[i, off:off + ho * wp].T, 1.0, yt,
+                        overwrite_c=1)
+            if done.ctypes.data != yt.ctypes.data:  # (a BLAS wrapper that copied)
+                np.copyto(yt, done)
+        _from_rows(y.reshape(ho, wp, lanes)[:, :wo], out[i:i + 1])
 
 
 def _gemm_weight(w: np.ndarray, b: np.ndarray | None, shape: tuple[int, ...],
@@ -236,7 +280,8 @@ def _to_nhwc(x: np.ndarray, dst: np.ndarray) -> None:
 
 
 def _from_rows(y: np.ndarray, out: np.ndarray) -> None:
-    """``y`` [N*Ho*Wo, M1*M0] into the NC1HWC0 ``out`` [N, M1, Ho, Wo, M0]: M0 chunks (an
+    """``y`` [N*Ho*Wo, M1*M0] (or a view [Ho, Wo, M1*M0] of wider rows, N = 1; its last
+    axis contiguous) into the NC1HWC0 ``out`` [N, M1, Ho, Wo, M0]: M0 chunks (an
     element-wise move when the dtypes differ: float16 computed in float32)."""
     n, m1, ho, wo, m0 = out.shape
     rows = y.reshape(n, ho, wo, m1, m0)
@@ -247,14 +292,32 @@ def _from_rows(y: np.ndarray, out: np.ndarray) -> None:
         np.copyto(out, rows.transpose(0, 3, 1, 2, 4), casting="same_kind")
 
 
+def _padded_nhwc(x: np.ndarray, c: int, win: Window, extra: int = 0) -> np.ndarray:
+    """The first C channels of the NC1HWC0 ``x`` as NHWC, padded so every window of ``win``
+    lies inside (and ``extra`` more zero rows), in scratch slot 1: only the border is
+    zeroed, the interior is moved by C0 chunks."""
+    n, _, h, w, _ = x.shape
+    (kh, kw), (sh, sw), (dh, dw) = win.kernel, win.strides, win.dilations
+    (pt, pl), (ho, wo) = win.begin, win.out
+    hp = max(pt + h, (ho - 1) * sh + (kh - 1) * dh + 1) + extra
+    wp = max(pl + w, (wo - 1) * sw + (kw - 1) * dw + 1)
+    xp = scratch((n, hp, wp, c), x.dtype, slot=1)
+    xp[:, :pt] = 0
+    xp[:, pt + h:] = 0
+    xp[:, pt:pt + h, :pl] = 0
+    xp[:, pt:pt + h, pl + w:] = 0
+    _to_nhwc(x, xp[:, pt:pt + h, pl:pl + w])
+    return xp
+
+
 def _patches(x: np.ndarray, c: int, win: Window, work: np.dtype, ones: bool = False
              ) -> np.ndarray:
     """The im2col matrix ``[N*Ho*Wo, KH*KW*C]`` (taps, then channels) of the NC1HWC0 ``x``
     (C logical channels) in ``work``, with a last column of ones when ``ones`` (for the
     bias row of the GEMM weight): a view of scratch, valid until the next call."""
-    n, _, h, w, _ = x.shape
+    n = x.shape[0]
     (kh, kw), (sh, sw), (dh, dw) = win.kernel, win.strides, win.dilations
-    (pt, pl), (ho, wo) = win.begin, win.out
+    ho, wo = win.out
     p, k = n * ho * wo, kh * kw * c
     if (kh, kw) == (1, 1) and not any(win.begin) and not any(win.end):
         picked = x[:, :, :(ho - 1) * sh + 1:sh, :(wo - 1) * sw + 1:sw]  # a view (stride 1: x)
@@ -267,14 +330,7 @@ def _patches(x: np.ndarray, c: int, win: Window, work: np.dtype, ones: bool = Fa
             cols = scratch((p, c + ones), work, slot=0)
             np.copyto(cols[:, :c], nhwc.reshape(p, c), casting="same_kind")
     else:
-        hp = max(pt + h, (ho - 1) * sh + (kh - 1) * dh + 1)
-        wp = max(pl + w, (wo - 1) * sw + (kw - 1) * dw + 1)
-        xp = scratch((n, hp, wp, c), x.dtype, slot=1)
-        xp[:, :pt] = 0  # the border only: the interior is written next
-        xp[:, pt + h:] = 0
-        xp[:, pt:pt + h, :pl] = 0
-        xp[:, pt:pt + h, pl + w:] = 0
-        _to_nhwc(x, xp[:, pt:pt + h, pl:pl + w])
+        xp = _padded_nhwc(x, c, win)
         sn, sy, sx, sc = xp.strides
         shape: tuple[int, ...] = (n, ho, wo, kh, kw, c)
         strides: tuple[int, ...] = (sn, sy * sh, sx * sw, sy * dh, sx * dw, sc)
