@@ -89,10 +89,12 @@ def _name(case: tuple) -> str:
 @pytest.fixture(params=["planned", "shifted"])
 def algorithm(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Each case once as the plan picks it and once with every stride-1 conv on the
-    shifted GEMMs (``SHIFTED_WASTE = 1`` takes any padded width)."""
+    shifted GEMMs (``SHIFTED_WASTE = 1`` takes any padded width, ``SHIFTED_MIN_C = 1``
+    any channel count)."""
     monkeypatch.setattr(conv_blocked, "_PLANS", {})
     if request.param == "shifted":
         monkeypatch.setattr(conv_blocked, "SHIFTED_WASTE", 1)
+        monkeypatch.setattr(conv_blocked, "SHIFTED_MIN_C", 1)
     return str(request.param)
 
 

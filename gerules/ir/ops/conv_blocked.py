@@ -36,11 +36,11 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg.blas import get_blas_funcs
 
 from .. import formats as F
 from ..layout import kept
@@ -101,14 +101,18 @@ def _make_plan(x: np.ndarray, call: Call) -> Plan | None:
     work = np.dtype(np.float32) if x.dtype == np.float16 else x.dtype
     wide = win.begin[1] + wd + win.end[1] - win.out[1]  # the padded row's extra columns
     shifted = (not depthwise and win.strides == (1, 1) and (kh, kw) != (1, 1)
-               and x.dtype == work and wide * SHIFTED_WASTE <= win.out[1])
+               and x.dtype == work and c >= SHIFTED_MIN_C
+               and wide * SHIFTED_WASTE <= win.out[1])
     return Plan(win, c, m, (n, -(-m // c0), *win.out, c0), (m, cg, kh, kw), work, depthwise,
                 shifted)
 
 
 # the shifted GEMMs compute every padded column of an output row: taken while that wastes
-# at most 1 / SHIFTED_WASTE of the work (ResNet's 56 x 56 maps; smaller ones im2col)
+# at most 1 / SHIFTED_WASTE of the work (ResNet's 56 x 56 maps; smaller ones im2col), and
+# only with SHIFTED_MIN_C channels or more (each GEMM's inner dimension is C: a stem's 3
+# would leave BLAS nothing to do)
 SHIFTED_WASTE = 16
+SHIFTED_MIN_C = 32
 
 
 def fused_conv_blocked(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]
@@ -167,7 +171,7 @@ def _shifted(x: np.ndarray, wt: np.ndarray, bias: bool, plan: Plan, out: np.ndar
     xp = _padded_nhwc(x, c, plan.win, extra=1)  # the last taps' runs end past the map
     wp = xp.shape[2]
     flat = xp.reshape(n, -1, c)
-    gemm = get_blas_funcs("gemm", dtype=plan.work)
+    gemm = _blas_gemm(plan.work.name)
     y = scratch((ho * wp, lanes), plan.work, slot=2)
     yt = y.T  # BLAS is column-major: Y^T = Wt[tap]^T @ rows^T, all views without copies
     for i in range(n):
@@ -182,6 +186,15 @@ def _shifted(x: np.ndarray, wt: np.ndarray, bias: bool, plan: Plan, out: np.ndar
             if done.ctypes.data != yt.ctypes.data:  # (a BLAS wrapper that copied)
                 np.copyto(yt, done)
         _from_rows(y.reshape(ho, wp, lanes)[:, :wo], out[i:i + 1])
+
+
+@functools.cache
+def _blas_gemm(dtype: str) -> Callable[..., np.ndarray]:
+    """SciPy's BLAS ``?gemm`` for ``dtype``, imported when a shifted conv first runs (the
+    registry, and running a model without one, never loads SciPy)."""
+    from scipy.linalg.blas import get_blas_funcs
+
+    return get_blas_funcs("gemm", dtype=np.dtype(dtype))  # type: ignore[no-any-return]
 
 
 def _gemm_weight(w: np.ndarray, b: np.ndarray | None, shape: tuple[int, ...],
