@@ -282,14 +282,15 @@ def _chunks(a: np.ndarray, k: int) -> np.ndarray:
 
 def _to_nhwc(x: np.ndarray, dst: np.ndarray) -> None:
     """The first C channels of the NC1HWC0 ``x`` into ``dst`` [N, H, W, C] (a view, its last
-    axis contiguous): whole C0 chunks, then the lanes of a last partial block."""
+    axis contiguous): whole C0 chunks, then the lanes of a last partial block (each pixel's
+    run of them one item)."""
     c0, c = x.shape[-1], dst.shape[-1]
     full, rest = divmod(c, c0)
     if full:
         np.copyto(_chunks(dst[..., :full * c0], c0),
                   _chunks(x[:, :full], c0)[..., 0].transpose(0, 2, 3, 1))
-    if rest:
-        np.copyto(dst[..., full * c0:], x[:, full, :, :, :rest])
+    if rest:  # the lanes of the partial block as one item per pixel too
+        np.copyto(_chunks(dst[..., full * c0:], rest), _chunks(x[:, full, :, :, :rest], rest))
 
 
 def _from_rows(y: np.ndarray, out: np.ndarray) -> None:
@@ -345,13 +346,21 @@ def _patches(x: np.ndarray, c: int, win: Window, work: np.dtype, ones: bool = Fa
     else:
         xp = _padded_nhwc(x, c, win)
         sn, sy, sx, sc = xp.strides
-        shape: tuple[int, ...] = (n, ho, wo, kh, kw, c)
-        strides: tuple[int, ...] = (sn, sy * sh, sx * sw, sy * dh, sx * dw, sc)
-        if dw == 1:  # a tap row's KW*C values lie side by side: one run per row
-            shape, strides = (n, ho, wo, kh, kw * c), (sn, sy * sh, sx * sw, sy * dh, sc)
-        view = np.lib.stride_tricks.as_strided(xp, shape, strides, writeable=False)
         cols = scratch((p, k + ones), work, slot=0)
-        np.copyto(np.reshape(cols[:, :k], shape, copy=False), view, casting="same_kind")
+        if dw == 1 and xp.dtype == work:  # a tap row's KW*C values lie side by side: each
+            run = np.dtype((np.void, kw * c * xp.itemsize))  # moved as one item
+            row = cols.strides[0]
+            src = np.ndarray((n, ho, wo, kh), run, xp, strides=(sn, sy * sh, sx * sw, sy * dh))
+            dst = np.ndarray((n, ho, wo, kh), run, cols,
+                             strides=(ho * wo * row, wo * row, row, run.itemsize))
+            np.copyto(dst, src)
+        else:
+            shape: tuple[int, ...] = (n, ho, wo, kh, kw, c)
+            strides: tuple[int, ...] = (sn, sy * sh, sx * sw, sy * dh, sx * dw, sc)
+            if dw == 1:  # (cast element by element, but one run per tap row still)
+                shape, strides = (n, ho, wo, kh, kw * c), (sn, sy * sh, sx * sw, sy * dh, sc)
+            view = np.lib.stride_tricks.as_strided(xp, shape, strides, writeable=False)
+            np.copyto(np.reshape(cols[:, :k], shape, copy=False), view, casting="same_kind")
     if ones:
         cols[:, -1] = 1
     return cols
