@@ -14,14 +14,20 @@ Invariants:
 - Padding lanes of the operands are never read: the channels past C in X's last block and
   in Z stay out of every value (Z's reach only the output's padding lanes, zeroed again).
 - Steps: X [N, C1, H, W, C0] -> [N, Hp, Wp, C] by C0 chunks into scratch slot 1 (only its
-  border zeroed; the lanes of a partial last block one by one); the im2col of that NHWC
-  array (an ``as_strided`` view whose inner axis is a tap row's KW*C values, contiguous)
-  copied once into scratch slot 0 (an unpadded 1x1 conv's matrix is the NHWC array of the
-  pixels it reads, moved straight from X), with a last column of ones when there is a
-  bias; one BLAS call into scratch slot 2 ``[P, M1*M0]`` by the weight with the bias as
-  its last row (the bias costs no pass of its own); the result moved to the output [N, M1,
-  Ho, Wo, M0] by M0 chunks; then the residual (a plain add: same layout) and the
+  border zeroed; the lanes of a partial last block as one item per pixel); the im2col of
+  that NHWC array (each tap row's KW*C values, contiguous there, moved as one ``void``
+  item) copied once into scratch slot 0 (an unpadded 1x1 conv's matrix is the NHWC array
+  of the pixels it reads, moved straight from X), with a last column of ones when there
+  is a bias; one BLAS call into scratch slot 2 ``[P, M1*M0]`` by the weight with the bias
+  as its last row (the bias costs no pass of its own); the result moved to the output
+  [N, M1, Ho, Wo, M0] by M0 chunks; then the residual (a plain add: same layout) and the
   activation in place.
+- Shifted GEMMs instead of im2col (``Plan.shifted``: stride 1, at least ``SHIFTED_MIN_C``
+  channels, padded rows at most 1/``SHIFTED_WASTE`` wider than the output's): tap (i, j)
+  reads, for the output pixels of the padded grid [Ho, Wp], the contiguous rows
+  ``i*dh*Wp + j*dw ..`` of the padded NHWC input flattened to [Hp*Wp, C], so Y [Ho*Wp, M]
+  starts as the bias row and takes one ``?gemm`` per tap with ``beta = 1``; columns Wo..Wp
+  of each row are computed from neighbouring pixels and never moved to the output.
 - The GEMM-ready weight ``[K (+1), M1*M0]`` (zero columns past M, the bias row) is derived
   from FRACTAL_Z once per weight and bias and kept while they live (``layout.kept``); a
   call's geometry (``Plan``) is worked out once per runtime step.

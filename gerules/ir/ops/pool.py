@@ -10,6 +10,9 @@ Invariants:
 - AveragePool divides by the taps that land on the input, or, with
   ``count_include_pad=1``, on the input or its explicit pads (never the extra cells that
   ``ceil_mode`` adds).
+- On NC1HWC0 inputs MaxPool (without ``Indices``) and GlobalAveragePool compute on the
+  blocks (``pool_blocked``: their format rule's ``direct`` kernels, which is why these two
+  have a ``kernel_out``); the other pools convert.
 """
 
 from __future__ import annotations
