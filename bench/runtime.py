@@ -35,6 +35,7 @@ Needs the ``torch`` extra only to export a model that is not in the cache yet.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 
@@ -63,10 +64,9 @@ from gerules.ir.dims import bind_dims, symbol_sizes
 from gerules.ir.graph import Graph
 from gerules.ir.registry import default_registry
 from gerules.ir.verify import verify
-from gerules.ir.weights import arrays
 from gerules.onnx_io import load_model
 from gerules.runtime.arena import execute
-from gerules.runtime.executor import Executor, check_feeds, run_step
+from gerules.runtime.executor import Executor, check_feeds
 from gerules.runtime.model import Model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -112,19 +112,33 @@ def feeds_for(name: str) -> dict[str, np.ndarray]:
 
 
 def profile_ops(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, float]:
-    """Milliseconds per op type for one run of our executor (after a warm-up run)."""
+    """Milliseconds per op type in one ``Executor.run`` (after a warm-up run): each step's
+    kernel is timed where the executor calls it (its buffer pool, aligned weights and
+    in-place outputs as in a real run); ``(executor)`` is the run's time outside kernels."""
     executor = Executor(graph)
-    steps = [(s.node.qualified_op, s) for s in executor._steps]
+    totals: dict[str, float] = {}
 
-    def one_run(timed: Callable[[str, Callable[[], None]], None]) -> None:
-        env = {**arrays(graph.initializers), **feeds}
-        for op, step in steps:
-            timed(op, lambda step=step: run_step(step.node, step.schema.kernel, step.call,
-                                                  env))
-            for name in step.free_after:  # free as the executor does
-                env.pop(name, None)
+    def timed(op: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                totals[op] = totals.get(op, 0.0) + time.perf_counter() - start
+        return run
 
-    return _per_op(one_run)
+    executor._steps = tuple(dataclasses.replace(step, schema=dataclasses.replace(
+        step.schema, kernel=timed(step.node.qualified_op, step.schema.kernel),
+        kernel_out=None if step.schema.kernel_out is None else timed(
+            step.node.qualified_op, step.schema.kernel_out))) for step in executor._steps)
+    for _ in range(2):  # the first run warms caches and the pool; the second is measured
+        totals.clear()
+        start = time.perf_counter()
+        executor.run(feeds)
+        whole = time.perf_counter() - start
+    totals["(executor)"] = whole - sum(totals.values())
+    ranked = sorted(totals.items(), key=lambda kv: -kv[1])
+    return {op: round(1e3 * t, 2) for op, t in ranked}
 
 
 def profile_model_ops(model: Model, feeds: dict[str, np.ndarray]) -> dict[str, float]:
@@ -132,32 +146,19 @@ def profile_model_ops(model: Model, feeds: dict[str, np.ndarray]) -> dict[str, f
     warm-up run), each step as ``Model.run`` executes it."""
     pool = model._pools[0]
     program = pool.program
-
-    def one_run(timed: Callable[[str, Callable[[], None]], None]) -> None:
-        arena = pool.acquire()
-        try:
+    totals: dict[str, float] = {}
+    arena = pool.acquire()
+    try:
+        for _ in range(2):  # the first pass warms caches; the second is measured
+            totals.clear()
             env = {**model._weights, **check_feeds(program.graph, feeds), **arena.views}
             for step in program.steps:
-                timed(step.node.qualified_op, lambda step=step: execute(step, env,
-                                                                        arena.views))
-        finally:
-            pool.release(arena)
-
-    return _per_op(one_run)
-
-
-def _per_op(one_run: Callable[[Callable[[str, Callable[[], None]], None]], None]
-            ) -> dict[str, float]:
-    totals: dict[str, float] = {}
-
-    def timed(op: str, thunk: Callable[[], None]) -> None:
-        start = time.perf_counter()
-        thunk()
-        totals[op] = totals.get(op, 0.0) + time.perf_counter() - start
-
-    for _ in range(2):  # the first pass warms caches; the second is measured
-        totals.clear()
-        one_run(timed)
+                start = time.perf_counter()
+                execute(step, env, arena.views)
+                op = step.node.qualified_op
+                totals[op] = totals.get(op, 0.0) + time.perf_counter() - start
+    finally:
+        pool.release(arena)
     ranked = sorted(totals.items(), key=lambda kv: -kv[1])
     return {op: round(1e3 * t, 2) for op, t in ranked}
 
