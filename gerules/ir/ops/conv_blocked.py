@@ -218,11 +218,12 @@ def _gemm_weight(w: np.ndarray, b: np.ndarray | None, shape: tuple[int, ...],
             mat[-1, :m] = b
         return mat
 
-    return kept((w,) if b is None else (w, b), _GEMM_FORMS[work.name, b is not None], make)
+    return kept((w,) if b is None else (w, b), _GEMM_FORMS[work, b is not None], make)
 
 
-_GEMM_FORMS = {(d, bias): f"conv GEMM [K{' + bias' if bias else ''}, M] from FRACTAL_Z in {d}"
-               for d in FLOATS for bias in (False, True)}
+# keyed by the dtype itself: a dtype's ``name`` is computed in Python on every read
+_GEMM_FORMS = {(np.dtype(d), bias): f"conv GEMM [K{' + bias' if bias else ''}, M] from "
+               f"FRACTAL_Z in {d}" for d in FLOATS for bias in (False, True)}
 
 
 def _tap_weight(w: np.ndarray, shape: tuple[int, ...], work: np.dtype, lanes: int
@@ -283,7 +284,13 @@ def _depthwise(x: np.ndarray, c: int, taps: np.ndarray, win: Window, acc: np.nda
 def _chunks(a: np.ndarray, k: int) -> np.ndarray:
     """A view of ``a`` (its last axis contiguous) with each run of ``k`` elements of the last
     axis as one ``void`` item: NumPy moves such items whole, as fast as ``memcpy``."""
-    return a.view(np.dtype((np.void, k * a.itemsize)))
+    return a.view(_void(k * a.itemsize))
+
+
+@functools.cache
+def _void(nbytes: int) -> np.dtype:
+    """The ``void`` dtype of ``nbytes`` (made once: a kernel call moves several views)."""
+    return np.dtype((np.void, nbytes))
 
 
 def _to_nhwc(x: np.ndarray, dst: np.ndarray) -> None:
@@ -354,7 +361,7 @@ def _patches(x: np.ndarray, c: int, win: Window, work: np.dtype, ones: bool = Fa
         sn, sy, sx, sc = xp.strides
         cols = scratch((p, k + ones), work, slot=0)
         if dw == 1 and xp.dtype == work:  # a tap row's KW*C values lie side by side: each
-            run = np.dtype((np.void, kw * c * xp.itemsize))  # moved as one item
+            run = _void(kw * c * xp.itemsize)  # moved as one item
             row = cols.strides[0]
             src = np.ndarray((n, ho, wo, kh), run, xp, strides=(sn, sy * sh, sx * sw, sy * dh))
             dst = np.ndarray((n, ho, wo, kh), run, cols,
