@@ -12,9 +12,10 @@ Invariants:
   output's padding lanes come out zero.
 - MaxPool (2-D, one output: no ``Indices``) is separable: the max over the kernel's rows
   into a scratch array [N, C1, Ho, W, C0] (each tap a strided view of whole rows), then over
-  its columns into the output. Pads are never materialised: each tap reads only the
-  outputs whose window it meets inside the input (a tap that meets every output is copied
-  first; the lowest value of the dtype stands in for pads otherwise, as in ``pool``).
+  its columns into the output (``max_pool_into``: the plain MaxPool's kernel too). Pads
+  are never materialised: each tap reads only the outputs whose window it meets inside
+  the input (a tap that meets every output is copied first; the lowest value of the dtype
+  stands in for pads otherwise, as in ``pool``).
 - Declines (returns ``None``, the converting path runs) other formats, other ranks and
   calls with the ``Indices`` output.
 """
@@ -66,15 +67,28 @@ def max_pool_blocked(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]
     n, c1, h, w, c0 = x.shape
     win = window((h, w), kernel_of(call.attrs, None, 2), call.attrs,
                  bool(call.attrs.get("ceil_mode", 0)))
-    ho, wo = win.out
-    out = _into(outs, (n, c1, ho, wo, c0), x.dtype)
+    out = _into(outs, (n, c1, *win.out, c0), x.dtype)
     if out is None:
         return None
-    rows = scratch((n, c1, ho, w, c0), x.dtype, slot=1)
-    _max_along(x, 2, win, 0, rows)
-    _max_along(rows, 3, win, 1, out)
+    max_pool_into(x, win, out)
     F.zero_lanes(out, c)
     return [out]
+
+
+def max_pool_into(x: np.ndarray, win: Window, out: np.ndarray) -> None:
+    """The max pool of ``x`` over its spatial axes 2, 3, .. (one per axis of ``win``; axes
+    after them, NC1HWC0's C0, ride along) into ``out``: separable, one spatial axis at a
+    time, the intermediate results in scratch (slots 1 and 2 in turn)."""
+    src = x
+    last = len(win.kernel) - 1
+    for i in range(last + 1):
+        dst = out
+        if i < last:
+            shape = list(src.shape)
+            shape[2 + i] = win.out[i]
+            dst = scratch(shape, x.dtype, slot=1 + i % 2)
+        _max_along(src, 2 + i, win, i, dst)
+        src = dst
 
 
 def _max_along(x: np.ndarray, axis: int, win: Window, i: int, out: np.ndarray) -> None:
