@@ -326,6 +326,14 @@ def transfer(p: np.ndarray, src: str, dst: str, shape: Shape) -> np.ndarray:
     return np.ascontiguousarray(to_format(np.ascontiguousarray(from_format(p, src, shape)), dst))
 
 
+def zero_lanes(p: np.ndarray, c: int) -> None:
+    """The padding lanes of the NC1HWC0 array ``p`` (channels C.. of its last block, in
+    place) set to zero: what a kernel computing on the blocks leaves there is not a value."""
+    rest = c % p.shape[-1]
+    if rest:
+        p[:, -1, ..., rest:] = 0
+
+
 def padding_bytes(shape: Shape, dtype: str, fmt: str) -> int:
     """Bytes ``fmt`` adds to a static tensor of ``shape`` (0 for plain formats)."""
     if fmt not in PADDED:

@@ -26,12 +26,12 @@ runtime, the executor, graph inference and the e-graph's folding pass them); a c
 types means every operand is plain. A read-only operand (a weight) is converted once and its
 plain form kept while it lives (``kept``: any form derived from a weight, up to ``KEPT``
 bytes in all). A rule's ``direct`` kernel, when it takes the call, computes on the blocked
-operands without these conversions (``ge.FusedConv``: ``ops/conv_blocked.py``). In the
-runtime's arena (``kernel_out``) an NC1HWC0 activation is converted into a buffer this
-thread keeps for its input port, the plain kernel writes into buffers kept per output, and
-the result is written into the arena in its format directly: the conversions copy, but
-touch no fresh memory per call (each buffer holds the largest tensor it served on the
-thread).
+operands without these conversions (``ge.FusedConv``: ``ops/conv_blocked.py``; MaxPool,
+GlobalAveragePool: ``ops/pool_blocked.py``). In the runtime's arena (``kernel_out``) an
+NC1HWC0 activation is converted into a buffer this thread keeps for its input port, the
+plain kernel writes into buffers kept per output, and the result is written into the arena
+in its format directly: the conversions copy, but touch no fresh memory per call (each
+buffer holds the largest tensor it served on the thread).
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from onnx import helper
 from gerules.ir import formats as F
 from gerules.ir import layout
 from gerules.ir.graph import TensorType
+from gerules.ir.ops import conv_blocked
 from gerules.ir.ops._common import scratch
 from gerules.ir.ops.api import evaluate
 from gerules.ir.ops.conv_blocked import fused_conv_blocked
@@ -29,6 +30,7 @@ CASES = [
     (2, 16, 8, 8, 16, 1, 2, 0, 1, "float64", True, ""),  # 1x1 stride 2
     (1, 8, 9, 9, 8, 3, 1, 2, 2, "float32", False, "LeakyRelu"),  # dilated, wide pads
     (1, 24, 5, 11, 40, 3, 1, 0, 1, "float32", True, "Relu"),  # no padding, 3x3
+    (2, 20, 7, 9, 19, 3, 1, 1, 1, "float64", True, "Relu"),  # 3x3 stride 1, two images
     (2, 24, 9, 9, 24, 3, 1, 1, 1, "float32", True, "Clip", 24),  # depthwise, C past a block
     (1, 32, 10, 7, 32, 3, 2, 1, 1, "float16", False, "Relu", 32),  # depthwise stride 2
     (1, 16, 9, 9, 16, 5, 1, 4, 2, "float64", False, "", 16),  # depthwise dilated 5x5
@@ -84,8 +86,21 @@ def _name(case: tuple) -> str:
     return "x".join(map(str, case[:9])) + case[9] + ("-depthwise" if len(case) > 12 else "")
 
 
+@pytest.fixture(params=["planned", "shifted"])
+def algorithm(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each case once as the plan picks it and once with every stride-1 conv on the
+    shifted GEMMs (``SHIFTED_WASTE = 1`` takes any padded width, ``SHIFTED_MIN_C = 1``
+    any channel count)."""
+    monkeypatch.setattr(conv_blocked, "_PLANS", {})
+    if request.param == "shifted":
+        monkeypatch.setattr(conv_blocked, "SHIFTED_WASTE", 1)
+        monkeypatch.setattr(conv_blocked, "SHIFTED_MIN_C", 1)
+    return str(request.param)
+
+
 @pytest.mark.parametrize("case", CASES, ids=_name)
-def test_blocked_conv_equals_the_plain_one_through_transdata(case: tuple) -> None:
+def test_blocked_conv_equals_the_plain_one_through_transdata(case: tuple, algorithm: str
+                                                             ) -> None:
     ins, attrs, want = _instance(case, seed=len(CASES) + case[1])
     held, types = _blocked(ins)
     schema = default_registry().get("FusedConv", "ge", 1)
@@ -93,6 +108,9 @@ def test_blocked_conv_equals_the_plain_one_through_transdata(case: tuple) -> Non
     call = schema.call(attrs, 1, types=types)
     direct = fused_conv_blocked(held, call, ())
     assert direct is not None, "a group-1 NC1HWC0 / FRACTAL_Z conv runs on its blocks"
+    plan = conv_blocked._PLANS[id(call)][2]
+    stride1 = case[6] == 1 and case[5] > 1 and case[9] != "float16" and len(case) == 12
+    assert plan is not None and plan.shifted == (algorithm == "shifted" and stride1)
     (got,) = evaluate("FusedConv", held, attrs, domain="ge", types=types)
     assert np.array_equal(got, direct[0])  # the registry's kernel takes this path
     out = TensorType(want.dtype.name, want.shape, "NC1HWC0")

@@ -292,6 +292,18 @@ def low_precision_out(kernel_out: KernelOutFn, kernel: KernelFn) -> KernelOutFn:
     return run
 
 
+def copied_out(kernel: KernelFn) -> KernelOutFn:
+    """A ``kernel_out`` that runs ``kernel`` and copies its outputs into ``outs``: for an op
+    whose format rule's ``direct`` kernel computes into the arena (``layout.wrap_kernel_out``
+    tries it first) while its plain kernel has no ``out`` form."""
+
+    def run(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
+        for out, y in zip(outs, kernel(inputs, call), strict=False):
+            np.copyto(out, y)
+
+    return run
+
+
 def widen(x: np.ndarray) -> np.ndarray:
     """float16 promoted to float32 for transcendental math (cast back by the caller)."""
     return x.astype(np.float32) if x.dtype == np.float16 else x

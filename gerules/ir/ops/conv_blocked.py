@@ -14,14 +14,20 @@ Invariants:
 - Padding lanes of the operands are never read: the channels past C in X's last block and
   in Z stay out of every value (Z's reach only the output's padding lanes, zeroed again).
 - Steps: X [N, C1, H, W, C0] -> [N, Hp, Wp, C] by C0 chunks into scratch slot 1 (only its
-  border zeroed; the lanes of a partial last block one by one); the im2col of that NHWC
-  array (an ``as_strided`` view whose inner axis is a tap row's KW*C values, contiguous)
-  copied once into scratch slot 0 (an unpadded 1x1 conv's matrix is the NHWC array of the
-  pixels it reads, moved straight from X), with a last column of ones when there is a
-  bias; one BLAS call into scratch slot 2 ``[P, M1*M0]`` by the weight with the bias as
-  its last row (the bias costs no pass of its own); the result moved to the output [N, M1,
-  Ho, Wo, M0] by M0 chunks; then the residual (a plain add: same layout) and the
+  border zeroed; the lanes of a partial last block as one item per pixel); the im2col of
+  that NHWC array (each tap row's KW*C values, contiguous there, moved as one ``void``
+  item) copied once into scratch slot 0 (an unpadded 1x1 conv's matrix is the NHWC array
+  of the pixels it reads, moved straight from X), with a last column of ones when there
+  is a bias; one BLAS call into scratch slot 2 ``[P, M1*M0]`` by the weight with the bias
+  as its last row (the bias costs no pass of its own); the result moved to the output
+  [N, M1, Ho, Wo, M0] by M0 chunks; then the residual (a plain add: same layout) and the
   activation in place.
+- Shifted GEMMs instead of im2col (``Plan.shifted``: stride 1, at least ``SHIFTED_MIN_C``
+  channels, padded rows at most 1/``SHIFTED_WASTE`` wider than the output's): tap (i, j)
+  reads, for the output pixels of the padded grid [Ho, Wp], the contiguous rows
+  ``i*dh*Wp + j*dw ..`` of the padded NHWC input flattened to [Hp*Wp, C], so Y [Ho*Wp, M]
+  starts as the bias row and takes one ``?gemm`` per tap with ``beta = 1``; columns Wo..Wp
+  of each row are computed from neighbouring pixels and never moved to the output.
 - The GEMM-ready weight ``[K (+1), M1*M0]`` (zero columns past M, the bias row) is derived
   from FRACTAL_Z once per weight and bias and kept while they live (``layout.kept``); a
   call's geometry (``Plan``) is worked out once per runtime step.
@@ -36,7 +42,8 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,6 +69,7 @@ class Plan:
     weight: tuple[int, ...]  # the weight's logical shape [M, C / group, KH, KW]
     work: np.dtype  # the arithmetic's dtype (float16 runs in float32)
     depthwise: bool
+    shifted: bool  # one GEMM per tap on shifted rows of the padded input (``_shifted``)
 
 
 # id(call) -> (call, input's physical shape, its plan or None: declined); a runtime step
@@ -97,7 +105,20 @@ def _make_plan(x: np.ndarray, call: Call) -> Plan | None:
     if win.kernel != (kh, kw):
         return None
     work = np.dtype(np.float32) if x.dtype == np.float16 else x.dtype
-    return Plan(win, c, m, (n, -(-m // c0), *win.out, c0), (m, cg, kh, kw), work, depthwise)
+    wide = win.begin[1] + wd + win.end[1] - win.out[1]  # the padded row's extra columns
+    shifted = (not depthwise and win.strides == (1, 1) and (kh, kw) != (1, 1)
+               and x.dtype == work and c >= SHIFTED_MIN_C
+               and wide * SHIFTED_WASTE <= win.out[1])
+    return Plan(win, c, m, (n, -(-m // c0), *win.out, c0), (m, cg, kh, kw), work, depthwise,
+                shifted)
+
+
+# the shifted GEMMs compute every padded column of an output row: taken while that wastes
+# at most 1 / SHIFTED_WASTE of the work (ResNet's 56 x 56 maps; smaller ones im2col), and
+# only with SHIFTED_MIN_C channels or more (each GEMM's inner dimension is C: a stem's 3
+# would leave BLAS nothing to do)
+SHIFTED_WASTE = 16
+SHIFTED_MIN_C = 32
 
 
 def fused_conv_blocked(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]
@@ -127,6 +148,8 @@ def fused_conv_blocked(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]
             acc += bias.reshape(1, shape[1], 1, 1, shape[4])
         if acc is not out:
             np.copyto(out, acc, casting="same_kind")
+    elif plan.shifted:
+        _shifted(x, _gemm_weight(w, b, plan.weight, work, lanes), b is not None, plan, out)
     else:
         cols = _patches(x, plan.c, plan.win, work, ones=b is not None)
         y = scratch((cols.shape[0], lanes), work, slot=2)
@@ -134,10 +157,50 @@ def fused_conv_blocked(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]
         _from_rows(y, out)
     if z is not None:
         out += z
-        _zero_lanes(out, plan.m)
+        F.zero_lanes(out, plan.m)
     activate_into(out, call.attrs)
-    _zero_lanes(out, plan.m)
+    F.zero_lanes(out, plan.m)
     return [out]
+
+
+def _shifted(x: np.ndarray, wt: np.ndarray, bias: bool, plan: Plan, out: np.ndarray
+             ) -> None:
+    """A stride-1 conv without im2col: over the padded NHWC input flattened to pixels
+    ``[Hp*Wp, C]``, tap (i, j)'s operand for every output pixel of the padded grid
+    ``[Ho*Wp]`` is one contiguous run of rows starting at ``i*dh*Wp + j*dw``, so
+    ``Y[Ho*Wp, M] = sum over taps of rows @ Wt[tap]``: one BLAS GEMM per tap accumulating
+    into Y (``beta = 1``), Y starting as the bias row. The Wp - Wo columns past each output
+    row are computed and dropped (``Plan.shifted`` bounds that waste)."""
+    n = x.shape[0]
+    (kh, kw), (dh, dw), (ho, wo) = plan.win.kernel, plan.win.dilations, plan.win.out
+    c, lanes = plan.c, wt.shape[1]
+    xp = _padded_nhwc(x, c, plan.win, extra=1)  # the last taps' runs end past the map
+    wp = xp.shape[2]
+    flat = xp.reshape(n, -1, c)
+    gemm = _blas_gemm(plan.work.name)
+    y = scratch((ho * wp, lanes), plan.work, slot=2)
+    yt = y.T  # BLAS is column-major: Y^T = Wt[tap]^T @ rows^T, all views without copies
+    for i in range(n):
+        if bias:
+            np.copyto(y, wt[-1])
+        else:
+            y.fill(0)
+        for t in range(kh * kw):
+            off = (t // kw) * dh * wp + (t % kw) * dw
+            done = gemm(1.0, wt[t * c:(t + 1) * c].T, flat[i, off:off + ho * wp].T, 1.0, yt,
+                        overwrite_c=1)
+            if done.ctypes.data != yt.ctypes.data:  # (a BLAS wrapper that copied)
+                np.copyto(yt, done)
+        _from_rows(y.reshape(ho, wp, lanes)[:, :wo], out[i:i + 1])
+
+
+@functools.cache
+def _blas_gemm(dtype: str) -> Callable[..., np.ndarray]:
+    """SciPy's BLAS ``?gemm`` for ``dtype``, imported when a shifted conv first runs (the
+    registry, and running a model without one, never loads SciPy)."""
+    from scipy.linalg.blas import get_blas_funcs
+
+    return get_blas_funcs("gemm", dtype=np.dtype(dtype))  # type: ignore[no-any-return]
 
 
 def _gemm_weight(w: np.ndarray, b: np.ndarray | None, shape: tuple[int, ...],
@@ -155,11 +218,12 @@ def _gemm_weight(w: np.ndarray, b: np.ndarray | None, shape: tuple[int, ...],
             mat[-1, :m] = b
         return mat
 
-    return kept((w,) if b is None else (w, b), _GEMM_FORMS[work.name, b is not None], make)
+    return kept((w,) if b is None else (w, b), _GEMM_FORMS[work, b is not None], make)
 
 
-_GEMM_FORMS = {(d, bias): f"conv GEMM [K{' + bias' if bias else ''}, M] from FRACTAL_Z in {d}"
-               for d in FLOATS for bias in (False, True)}
+# keyed by the dtype itself: a dtype's ``name`` is computed in Python on every read
+_GEMM_FORMS = {(np.dtype(d), bias): f"conv GEMM [K{' + bias' if bias else ''}, M] from "
+               f"FRACTAL_Z in {d}" for d in FLOATS for bias in (False, True)}
 
 
 def _tap_weight(w: np.ndarray, shape: tuple[int, ...], work: np.dtype, lanes: int
@@ -195,7 +259,7 @@ def _depthwise(x: np.ndarray, c: int, taps: np.ndarray, win: Window, acc: np.nda
     xp[:, :, pt:pt + h, :pl] = 0
     xp[:, :, pt:pt + h, pl + w:] = 0
     xp[:, :, pt:pt + h, pl:pl + w] = x
-    _zero_lanes(xp, c)  # what the input's padding lanes hold must reach no value
+    F.zero_lanes(xp, c)  # what the input's padding lanes hold must reach no value
     if sw > 1:  # columns split by phase (x % sw): a strided tap reads a contiguous run
         phases = scratch((n, c1, hp, sw, wp // sw, c0), x.dtype, slot=3)
         np.copyto(phases, xp.reshape(n, c1, hp, wp // sw, sw, c0).transpose(0, 1, 2, 4, 3, 5))
@@ -220,23 +284,31 @@ def _depthwise(x: np.ndarray, c: int, taps: np.ndarray, win: Window, acc: np.nda
 def _chunks(a: np.ndarray, k: int) -> np.ndarray:
     """A view of ``a`` (its last axis contiguous) with each run of ``k`` elements of the last
     axis as one ``void`` item: NumPy moves such items whole, as fast as ``memcpy``."""
-    return a.view(np.dtype((np.void, k * a.itemsize)))
+    return a.view(_void(k * a.itemsize))
+
+
+@functools.cache
+def _void(nbytes: int) -> np.dtype:
+    """The ``void`` dtype of ``nbytes`` (made once: a kernel call moves several views)."""
+    return np.dtype((np.void, nbytes))
 
 
 def _to_nhwc(x: np.ndarray, dst: np.ndarray) -> None:
     """The first C channels of the NC1HWC0 ``x`` into ``dst`` [N, H, W, C] (a view, its last
-    axis contiguous): whole C0 chunks, then the lanes of a last partial block."""
+    axis contiguous): whole C0 chunks, then the lanes of a last partial block (each pixel's
+    run of them one item)."""
     c0, c = x.shape[-1], dst.shape[-1]
     full, rest = divmod(c, c0)
     if full:
         np.copyto(_chunks(dst[..., :full * c0], c0),
                   _chunks(x[:, :full], c0)[..., 0].transpose(0, 2, 3, 1))
-    if rest:
-        np.copyto(dst[..., full * c0:], x[:, full, :, :, :rest])
+    if rest:  # the lanes of the partial block as one item per pixel too
+        np.copyto(_chunks(dst[..., full * c0:], rest), _chunks(x[:, full, :, :, :rest], rest))
 
 
 def _from_rows(y: np.ndarray, out: np.ndarray) -> None:
-    """``y`` [N*Ho*Wo, M1*M0] into the NC1HWC0 ``out`` [N, M1, Ho, Wo, M0]: M0 chunks (an
+    """``y`` [N*Ho*Wo, M1*M0] (or a view [Ho, Wo, M1*M0] of wider rows, N = 1; its last
+    axis contiguous) into the NC1HWC0 ``out`` [N, M1, Ho, Wo, M0]: M0 chunks (an
     element-wise move when the dtypes differ: float16 computed in float32)."""
     n, m1, ho, wo, m0 = out.shape
     rows = y.reshape(n, ho, wo, m1, m0)
@@ -247,11 +319,22 @@ def _from_rows(y: np.ndarray, out: np.ndarray) -> None:
         np.copyto(out, rows.transpose(0, 3, 1, 2, 4), casting="same_kind")
 
 
-def _zero_lanes(out: np.ndarray, m: int) -> None:
-    """The padding lanes (channels M.. of the last block) set to zero."""
-    rest = m % out.shape[-1]
-    if rest:
-        out[:, -1, ..., rest:] = 0
+def _padded_nhwc(x: np.ndarray, c: int, win: Window, extra: int = 0) -> np.ndarray:
+    """The first C channels of the NC1HWC0 ``x`` as NHWC, padded so every window of ``win``
+    lies inside (and ``extra`` more zero rows), in scratch slot 1: only the border is
+    zeroed, the interior is moved by C0 chunks."""
+    n, _, h, w, _ = x.shape
+    (kh, kw), (sh, sw), (dh, dw) = win.kernel, win.strides, win.dilations
+    (pt, pl), (ho, wo) = win.begin, win.out
+    hp = max(pt + h, (ho - 1) * sh + (kh - 1) * dh + 1) + extra
+    wp = max(pl + w, (wo - 1) * sw + (kw - 1) * dw + 1)
+    xp = scratch((n, hp, wp, c), x.dtype, slot=1)
+    xp[:, :pt] = 0
+    xp[:, pt + h:] = 0
+    xp[:, pt:pt + h, :pl] = 0
+    xp[:, pt:pt + h, pl + w:] = 0
+    _to_nhwc(x, xp[:, pt:pt + h, pl:pl + w])
+    return xp
 
 
 def _patches(x: np.ndarray, c: int, win: Window, work: np.dtype, ones: bool = False
@@ -259,9 +342,9 @@ def _patches(x: np.ndarray, c: int, win: Window, work: np.dtype, ones: bool = Fa
     """The im2col matrix ``[N*Ho*Wo, KH*KW*C]`` (taps, then channels) of the NC1HWC0 ``x``
     (C logical channels) in ``work``, with a last column of ones when ``ones`` (for the
     bias row of the GEMM weight): a view of scratch, valid until the next call."""
-    n, _, h, w, _ = x.shape
+    n = x.shape[0]
     (kh, kw), (sh, sw), (dh, dw) = win.kernel, win.strides, win.dilations
-    (pt, pl), (ho, wo) = win.begin, win.out
+    ho, wo = win.out
     p, k = n * ho * wo, kh * kw * c
     if (kh, kw) == (1, 1) and not any(win.begin) and not any(win.end):
         picked = x[:, :, :(ho - 1) * sh + 1:sh, :(wo - 1) * sw + 1:sw]  # a view (stride 1: x)
@@ -274,22 +357,23 @@ def _patches(x: np.ndarray, c: int, win: Window, work: np.dtype, ones: bool = Fa
             cols = scratch((p, c + ones), work, slot=0)
             np.copyto(cols[:, :c], nhwc.reshape(p, c), casting="same_kind")
     else:
-        hp = max(pt + h, (ho - 1) * sh + (kh - 1) * dh + 1)
-        wp = max(pl + w, (wo - 1) * sw + (kw - 1) * dw + 1)
-        xp = scratch((n, hp, wp, c), x.dtype, slot=1)
-        xp[:, :pt] = 0  # the border only: the interior is written next
-        xp[:, pt + h:] = 0
-        xp[:, pt:pt + h, :pl] = 0
-        xp[:, pt:pt + h, pl + w:] = 0
-        _to_nhwc(x, xp[:, pt:pt + h, pl:pl + w])
+        xp = _padded_nhwc(x, c, win)
         sn, sy, sx, sc = xp.strides
-        shape: tuple[int, ...] = (n, ho, wo, kh, kw, c)
-        strides: tuple[int, ...] = (sn, sy * sh, sx * sw, sy * dh, sx * dw, sc)
-        if dw == 1:  # a tap row's KW*C values lie side by side: one run per row
-            shape, strides = (n, ho, wo, kh, kw * c), (sn, sy * sh, sx * sw, sy * dh, sc)
-        view = np.lib.stride_tricks.as_strided(xp, shape, strides, writeable=False)
         cols = scratch((p, k + ones), work, slot=0)
-        np.copyto(np.reshape(cols[:, :k], shape, copy=False), view, casting="same_kind")
+        if dw == 1 and xp.dtype == work:  # a tap row's KW*C values lie side by side: each
+            run = _void(kw * c * xp.itemsize)  # moved as one item
+            row = cols.strides[0]
+            src = np.ndarray((n, ho, wo, kh), run, xp, strides=(sn, sy * sh, sx * sw, sy * dh))
+            dst = np.ndarray((n, ho, wo, kh), run, cols,
+                             strides=(ho * wo * row, wo * row, row, run.itemsize))
+            np.copyto(dst, src)
+        else:
+            shape: tuple[int, ...] = (n, ho, wo, kh, kw, c)
+            strides: tuple[int, ...] = (sn, sy * sh, sx * sw, sy * dh, sx * dw, sc)
+            if dw == 1:  # (cast element by element, but one run per tap row still)
+                shape, strides = (n, ho, wo, kh, kw * c), (sn, sy * sh, sx * sw, sy * dh, sc)
+            view = np.lib.stride_tricks.as_strided(xp, shape, strides, writeable=False)
+            np.copyto(np.reshape(cols[:, :k], shape, copy=False), view, casting="same_kind")
     if ones:
         cols[:, -1] = 1
     return cols

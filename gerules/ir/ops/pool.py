@@ -4,26 +4,32 @@ Invariants:
 - Windows follow ``_window`` (pads, ``auto_pad``, dilations, ``ceil_mode``); the kernels loop
   over kernel taps only, each tap one strided slice of the padded input.
 - MaxPool pads with ``-inf`` (the dtype's minimum for integers), so pads never win; without
-  ``Indices`` it takes the (separable) box maximum one spatial axis at a time; its
+  ``Indices`` it takes the (separable) box maximum one spatial axis at a time, pads never
+  materialised (``pool_blocked.max_pool_into``, which the NC1HWC0 kernel shares); its
   optional ``Indices`` output holds the flat index of the first maximum in the unpadded
   input (row-major, or column-major over the spatial dims with ``storage_order=1``).
 - AveragePool divides by the taps that land on the input, or, with
   ``count_include_pad=1``, on the input or its explicit pads (never the extra cells that
   ``ceil_mode`` adds).
+- On NC1HWC0 inputs MaxPool (without ``Indices``) and GlobalAveragePool compute on the
+  blocks (``pool_blocked``: their format rule's ``direct`` kernels, which is why these two
+  have a ``kernel_out``); the other pools convert.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from ...errors import ShapeError
 from ..graph import TensorType
-from ..layout import POOL
-from ..registry import AttrSpec, Call, FlopsFn, InferFn, KernelFn, OpSchema
-from ._common import Arrays, Types, at, attr, iattr, lattr, need, prod, schema, widen
+from ..layout import POOL, DirectFn
+from ..registry import AttrSpec, Call, FlopsFn, InferFn, KernelFn, KernelOutFn, OpSchema
+from ._common import Arrays, Types, at, attr, copied_out, iattr, lattr, need, prod, schema, widen
 from ._window import Window, kernel_of, out_shape, pad_for, taps, window, window_counts
+from .pool_blocked import global_average_pool_blocked, lowest, max_pool_blocked, max_pool_into
 
 POOL_ATTRS = [
     attr("auto_pad", "string", "NOTSET"),
@@ -55,32 +61,14 @@ def _geometry(x: np.ndarray, call: Call) -> Window:
     return window(x.shape[2:], kernel, call.attrs, bool(call.attrs.get("ceil_mode", 0)))
 
 
-def _lowest(dtype: np.dtype) -> float | int:
-    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
-
-
-def _max_along(x: np.ndarray, i: int, win: Window) -> np.ndarray:
-    """Max over the kernel taps of spatial axis ``i`` only (strided, dilated)."""
-    index: list[slice] = [slice(None)] * x.ndim
-    out: np.ndarray | None = None
-    for j in range(win.kernel[i]):
-        start = j * win.dilations[i]
-        index[2 + i] = slice(start, start + (win.out[i] - 1) * win.strides[i] + 1,
-                             win.strides[i])
-        part = x[tuple(index)]
-        out = part.copy() if out is None else np.maximum(out, part, out=out)
-    assert out is not None
-    return out
-
-
 def _max_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     x = need(at(inputs, 0), "MaxPool")
     win = _geometry(x, call)
-    xp = pad_for(x, win, _lowest(x.dtype))
     if call.num_outputs < 2:  # a box max is separable: one axis at a time
-        for i in range(len(win.kernel)):
-            xp = _max_along(xp, i, win)
-        return [xp]
+        y = np.empty((*x.shape[:2], *win.out), x.dtype)
+        max_pool_into(x, win, y)
+        return [y]
+    xp = pad_for(x, win, lowest(x.dtype))
     views = [xp[(slice(None), slice(None), *sl)] for sl in taps(win)]
     y = views[0].copy()
     best_tap = np.zeros(y.shape, dtype=np.int64)
@@ -89,6 +77,14 @@ def _max_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
         np.maximum(y, part, out=y)
     order = iattr(call, "storage_order")
     return [y, _indices(best_tap, x.shape, win, order)]
+
+
+def _max_kernel_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
+    if len(outs) > 1:
+        copied_out(_max_kernel)(inputs, call, outs)
+        return
+    x = need(at(inputs, 0), "MaxPool")
+    max_pool_into(x, _geometry(x, call), outs[0])
 
 
 def _indices(best_tap: np.ndarray, shape: Sequence[int], win: Window,
@@ -170,22 +166,30 @@ def _in_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
 
 
 def _build(op: str, since: int, infer: InferFn, kernel: KernelFn, extra: list[AttrSpec],
-           outputs: str, flops: FlopsFn, doc: str) -> OpSchema:
+           outputs: str, flops: FlopsFn, doc: str, direct: DirectFn | None = None,
+           kernel_out: KernelOutFn | None = None) -> OpSchema:
+    """A pooling schema; one with a ``direct`` kernel for NC1HWC0 inputs has a
+    ``kernel_out`` too (the kernel's outputs copied when none is given), so the direct
+    kernel writes into the runtime's arena."""
+    if direct is not None and kernel_out is None:
+        kernel_out = copied_out(kernel)
     return schema(op, since, "X", outputs, infer, kernel, attrs=extra, flops=flops, doc=doc,
-                  formats=POOL)
+                  formats=dataclasses.replace(POOL, direct=direct), kernel_out=kernel_out)
 
 
 SCHEMAS = [
     _build("MaxPool", 1, _pool_infer("MaxPool"), _max_kernel,
            [*POOL_ATTRS, attr("storage_order", "int", 0)], "Y Indices?", _pool_flops,
-           "max over sliding windows (dilations, ceil_mode, auto_pad; optional Indices)"),
+           "max over sliding windows (dilations, ceil_mode, auto_pad; optional Indices)",
+           max_pool_blocked, _max_kernel_out),
     _build("AveragePool", 1, _pool_infer("AveragePool"), _avg_kernel,
            [*POOL_ATTRS, attr("count_include_pad", "int", 0)], "Y", _pool_flops,
            "mean over sliding windows (count_include_pad, ceil_mode, dilations)"),
     _build("LpPool", 2, _pool_infer("LpPool"), _lp_kernel, [*POOL_ATTRS, attr("p", "int", 2)],
            "Y", _pool_flops, "Lp norm over sliding windows"),
     _build("GlobalAveragePool", 1, _global_infer("GlobalAveragePool"), _global(np.mean), [],
-           "Y", _in_flops, "mean over all spatial dims, kept as size 1"),
+           "Y", _in_flops, "mean over all spatial dims, kept as size 1",
+           global_average_pool_blocked),
     _build("GlobalMaxPool", 1, _global_infer("GlobalMaxPool"), _global(np.max), [],
            "Y", _in_flops, "max over all spatial dims, kept as size 1"),
 ]
