@@ -28,13 +28,27 @@ Invariants:
   largest live set a run of this executor has reached.
 - Any failure inside a kernel is re-raised as ``KernelError`` naming the node (a kernel
   running out of memory is a ``ResourceLimit``).
+- Settled values are computed once per binding of the symbolic dims: a step is *settled*
+  when its op is deterministic, none of its outputs is a graph output, and its value cannot
+  change between runs with the same dims: a Constant (no inputs), an op that folds from its
+  input's *type* (Shape, Size) on a type the feeds' dims fix, or an op whose every input is
+  an initializer no feed can override or a settled value. The first run of a binding runs
+  such a step as any other and keeps a read-only copy of its outputs when each has at most
+  ``CONST_ELEMENTS`` elements (shape chains, scalars); later runs of that binding put the
+  copies in place of running the kernel. They still count toward ``live_bytes`` like any
+  output, are never pooled or written over, and a new binding starts over.
+- Likewise the bytes ``guard.predict`` gives a step (a Reshape to a settled shape) are kept
+  per binding when every input is settled or has a type the dims fix and those that are
+  not settled are larger than ``CONST_ELEMENTS`` (inference reads values only up to that
+  size): the prediction cannot change, so later runs check the budgets with the kept
+  bytes. An input whose value may change and that inference reads (a fed shape) keeps the
+  prediction per run.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,9 +59,18 @@ from ..errors import GeError, KernelError, ModelError, ResourceLimit
 from ..ir.dtypes import to_numpy
 from ..ir.graph import Graph, Node, TensorType, Value
 from ..ir.infer import schema_for
-from ..ir.registry import ELEMENTWISE, INPLACE, Call, KernelFn, OpSchema, Registry, default_registry
+from ..ir.registry import (
+    ELEMENTWISE,
+    INPLACE,
+    NONDETERMINISTIC,
+    Call,
+    KernelFn,
+    OpSchema,
+    Registry,
+    default_registry,
+)
 from ..ir.weights import arrays, release
-from .guard import output_bytes, predict, value_shaped
+from .guard import CONST_ELEMENTS, output_bytes, predict, value_shaped
 from .pool import BufferPool, owner
 
 
@@ -66,9 +89,19 @@ class _Step:
     # output may take when nothing else views it: the first of an INPLACE op, any of an
     # elementwise INPLACE one (out[i] depends on the operands' element i alone)
     over_inputs: tuple[int, ...] = ()
+    settled: bool = False  # its value is the same in every run with the same dims
+    # when each input is settled or has a type the dims fix: the inputs that are not settled
+    # (their values may change between runs); else None. ``guard.predict`` reads the values
+    # of inputs up to CONST_ELEMENTS only, so when these are all larger, the bytes it
+    # predicts are the same in every run with the same dims
+    loose: tuple[str, ...] | None = None
 
 
-Slots = tuple[tuple[np.dtype, tuple[int, ...], int], ...]  # per output: dtype, shape, nbytes
+Slot = tuple[np.dtype, tuple[int, ...], int]  # an output's dtype, shape and nbytes
+Slots = tuple[Slot, ...]  # per output
+Bound = tuple[Any, ...]  # a step's outputs' total bytes, then its Slots
+KeptStep = tuple[int, tuple[tuple[str, np.ndarray], ...]]  # nbytes, (name, value) pairs
+Kept = tuple[KeptStep | None, ...]  # per step, its settled outputs when kept
 
 
 class Executor:
@@ -86,6 +119,7 @@ class Executor:
             for name in node.present_inputs():
                 last_use[name] = k
         types = {v.name: v.type for v in (*graph.outputs, *graph.value_info.values())}
+        settled = _Settled(graph)
         steps = []
         for k, node in enumerate(graph.nodes):
             schema = schema_for(node, graph, registry)
@@ -99,9 +133,16 @@ class Executor:
             steps.append(_Step(node, schema, call, free, _static_bytes(types, node, schema),
                                _out_types(types, node, schema),
                                over_inputs=_over_inputs(node, schema, free),
-                               into=schema.kernel_out is not None))
+                               into=schema.kernel_out is not None,
+                               loose=settled.loose(node),
+                               settled=settled.step(node, schema)))
         self._steps = tuple(steps)
-        self._slots: tuple[tuple[tuple[str, int], ...], tuple[Slots | None, ...]] | None = None
+        self._slots: tuple[tuple[tuple[str, int], ...], tuple[Bound | None, ...]] | None = None
+        # per binding, each step's kept outputs (settled steps only; None: run the kernel)
+        # and the bytes its outputs need (steps whose prediction cannot change; None:
+        # predict them)
+        self._kept: tuple[tuple[tuple[str, int], ...], Kept, tuple[int | None, ...]
+                          ] | None = None
         self._aligned: dict[str, np.ndarray] | None = None
         self._lock = threading.Lock()
 
@@ -111,45 +152,80 @@ class Executor:
         bound: dict[str, int] = {}
         given = check_feeds(self.graph, feeds, bound)
         env.update(given)
-        slots = self._bind(bound)
+        key = tuple(sorted(bound.items()))
+        slots = self._bind(key, bound)
+        kept_now = self._kept
+        keeping: list[KeptStep | None] | None = None
+        needing: list[int | None] = []
+        if kept_now is not None and kept_now[0] == key:
+            kept, needs = kept_now[1], kept_now[2]
+        else:
+            kept = needs = (None,) * len(self._steps)
+            keeping = []
         holders: dict[int, list[Any]] = {}  # id(buffer) -> [buffer, tensors viewing it]
         live = sum(a.nbytes for a in given.values())
-        for step, slot in zip(self._steps, slots, strict=True):
+        pool = self.pool
+        limit = self.budgets.live_bytes
+        for step, slot, values, need in zip(self._steps, slots, kept, needs, strict=True):
             node = step.node
-            if slot is not None:
-                self._check_live(step, live + sum(s[2] for s in slot))
-            else:
-                self._check(step, env, live)
-            if slot is not None and step.into:
+            if values is not None:  # settled values this binding already computed
+                total = live + values[0]
+                if total + pool.spare > limit:
+                    self._check_live(step, total)
+                env.update(values[1])
+            elif slot is not None and step.into:
+                if live + slot[0] + pool.spare > limit:
+                    self._check_live(step, live + slot[0])
                 args = [env[i] if i else None for i in node.inputs]
-                outs = [self._buffer(s) for s in slot[1:]]
-                outs.insert(0, self._first_output(step, slot[0], args, holders))
+                outs = [self._buffer(s) for s in slot[2:]]
+                outs.insert(0, self._first_output(step, slot[1], args, holders))
                 with kernel_errors(node, _single(node)):
                     step.schema.kernel_out(args, step.call, outs)  # type: ignore[misc]
                 for name, out in zip(node.outputs, outs, strict=True):
                     env[name] = out
                     if out.nbytes:
-                        buf = owner(out)
+                        buf = _owner(out)
                         holders.setdefault(id(buf), [buf, 0])[1] += 1
             else:
+                if slot is not None:
+                    if live + slot[0] + pool.spare > limit:
+                        self._check_live(step, live + slot[0])
+                elif need is not None:  # predicted on this binding's first run
+                    if live + need + pool.spare > limit:
+                        self._check_live(step, live + need)
+                else:
+                    need = self._check(step, env, live)
                 run_step(node, step.schema.kernel, step.call, env)
-                for name in node.outputs:
-                    held = holders.get(id(owner(env[name]))) if name else None
-                    if held is not None:
-                        held[1] += 1
-            live += sum(env[o].nbytes for o in node.outputs if o)
-            if live > self.pool.limit:  # the spare never passes the largest live set
-                self.pool.limit = live
+                if holders:
+                    for name in node.outputs:
+                        held = holders.get(id(_owner(env[name]))) if name else None
+                        if held is not None:
+                            held[1] += 1
+            if keeping is not None:
+                keeping.append(_keep(node, env) if step.settled else None)
+                needing.append(need if step.loose is not None and all(
+                    env[n].size > CONST_ELEMENTS for n in step.loose) else None)
+            if values is not None:
+                live += values[0]
+            else:
+                for o in node.outputs:
+                    if o:
+                        live += env[o].nbytes
+            if live > pool.limit:  # the spare never passes the largest live set
+                pool.limit = live
             for name in step.free_after:
-                if name in env:
-                    dead = env.pop(name)
+                dead = env.pop(name, None)
+                if dead is not None:
                     live -= dead.nbytes
-                    self._release(holders, dead)
+                    if holders:
+                        self._release(holders, dead)
+        if keeping is not None:
+            self._kept = (key, tuple(keeping), tuple(needing))
         result = {name: env[name] for name in self.graph.output_names}
         for value in result.values():  # the caller's now: never handed out again
             holders.pop(id(owner(value)), None)
         for buf, _ in holders.values():  # outputs of the run nobody read
-            self.pool.give(buf)
+            pool.give(buf)
         return result
 
     def _aligned_weights(self) -> dict[str, np.ndarray]:
@@ -173,14 +249,16 @@ class Executor:
                 self._aligned = kept
             return self._aligned
 
-    def _bind(self, bound: Mapping[str, int]) -> tuple[Slots | None, ...]:
-        """Per step, its outputs' (dtype, shape, nbytes) with the feeds' dims, or ``None``
-        when their types do not say (sized by input values, or a dim nothing binds). Each
-        output the feeds' dims size is checked against ``tensor_bytes`` here, before any
-        node runs (kept per binding: a refused binding is never kept)."""
-        key = tuple(sorted(bound.items()))
-        if self._slots is not None and self._slots[0] == key:
-            return self._slots[1]
+    def _bind(self, key: tuple[tuple[str, int], ...], bound: Mapping[str, int]
+              ) -> tuple[Bound | None, ...]:
+        """Per step, its outputs' total bytes then each one's (dtype, shape, nbytes) with the
+        feeds' dims, or ``None`` when their types do not say (sized by input values, or a
+        dim nothing binds). Each output the feeds' dims size is checked against
+        ``tensor_bytes`` here, before any node runs (kept per binding: a refused binding is
+        never kept)."""
+        slots_now = self._slots
+        if slots_now is not None and slots_now[0] == key:
+            return slots_now[1]
         slots = tuple(None if s.out_types is None else _slots(s.out_types, bound)
                       for s in self._steps)
         for step, slot in zip(self._steps, slots, strict=True):
@@ -189,8 +267,10 @@ class Executor:
                 for name, (_, shape, nbytes) in zip(node.outputs, slot, strict=True):
                     self.budgets.check("tensor_bytes", nbytes, f"output {list(shape)}",
                                        node=node.label, op=node.qualified_op, tensor=name)
-        self._slots = (key, slots)
-        return slots
+        ready = tuple(None if slot is None else (sum(o[2] for o in slot), *slot)
+                      for slot in slots)
+        self._slots = (key, ready)
+        return ready
 
     def _first_output(self, step: _Step, slot: tuple[np.dtype, tuple[int, ...], int],
                       args: list[np.ndarray | None], holders: Mapping[int, list[Any]]
@@ -214,7 +294,7 @@ class Executor:
 
     def _release(self, holders: dict[int, list[Any]], dead: np.ndarray) -> None:
         """``dead`` left the run: its buffer goes back to the pool once nothing views it."""
-        key = id(owner(dead))
+        key = id(_owner(dead))
         held = holders.get(key)
         if held is not None:
             held[1] -= 1
@@ -222,8 +302,9 @@ class Executor:
                 del holders[key]
                 self.pool.give(held[0])
 
-    def _check(self, step: _Step, env: Mapping[str, np.ndarray], live: int) -> None:
-        """The step's outputs fit the budgets, before its kernel allocates them."""
+    def _check(self, step: _Step, env: Mapping[str, np.ndarray], live: int) -> int:
+        """The step's outputs fit the budgets, before its kernel allocates them; returns the
+        bytes they need."""
         need = step.out_bytes
         node = step.node
         if need is None:
@@ -234,14 +315,75 @@ class Executor:
                                    node=node.label, op=node.qualified_op, tensor=name)
             need = output_bytes(predicted)
         self._check_live(step, live + need)
+        return need
 
     def _check_live(self, step: _Step, total: int) -> None:
         """``total`` bytes alive fit ``live_bytes``; the pool's spare is dropped first when
-        they would not fit with it."""
-        if total + self.pool.spare > self.budgets.live_bytes:
+        they would not fit with it. (``run`` calls it only when ``total`` plus the spare
+        would not fit: otherwise it does nothing.)"""
+        limit = self.budgets.live_bytes
+        if total + self.pool.spare > limit:
             self.pool.clear()
-        self.budgets.check("live_bytes", total, "running the node",
-                           node=step.node.label, op=step.node.qualified_op)
+            self.budgets.check("live_bytes", total, "running the node",
+                               node=step.node.label, op=step.node.qualified_op)
+
+
+class _Settled:
+    """Which steps' values cannot change between runs with the same dims (the module
+    docstring's *settled*): built in graph order, one ``loose`` then ``step`` call per
+    node."""
+
+    def __init__(self, graph: Graph) -> None:
+        fed = set(graph.input_names)
+        self.names = {n for n in graph.initializers if n not in fed}
+        self.symbols = {d for v in graph.inputs for d in (v.type.shape or ())
+                        if isinstance(d, str)}
+        self.outputs = set(graph.output_names)
+        self.graph = graph
+
+    def loose(self, node: Node) -> tuple[str, ...] | None:
+        """The inputs of ``node`` that are not settled (call before ``step``) when all of
+        them have types the feeds' dims fix, else ``None``."""
+        ins = [n for n in node.present_inputs() if n not in self.names]
+        return tuple(ins) if all(self._fixed(n) for n in ins) else None
+
+    def _fixed(self, name: str) -> bool:
+        t = self.graph.type_of(name)
+        return t is not None and t.shape is not None and all(
+            isinstance(d, int) or d in self.symbols for d in t.shape)
+
+    def step(self, node: Node, schema: OpSchema) -> bool:
+        ins = node.present_inputs()
+        if (NONDETERMINISTIC in schema.traits or not node.outputs
+                or any(o in self.outputs for o in node.outputs)):
+            return False
+        if schema.fold_types is not None and len(ins) == 1:
+            ok = self._fixed(ins[0])
+        else:
+            ok = all(n in self.names for n in ins)
+        if ok:
+            self.names.update(o for o in node.outputs if o)
+        return ok
+
+
+def _keep(node: Node, env: Mapping[str, np.ndarray]) -> KeptStep | None:
+    """Read-only copies of a settled step's outputs with their total bytes, or ``None`` when
+    one is unnamed or larger than ``CONST_ELEMENTS`` (recomputed each run rather than
+    held)."""
+    if not all(node.outputs):
+        return None
+    values = [env[o] for o in node.outputs]
+    if any(v.size > CONST_ELEMENTS for v in values):
+        return None
+    copies = tuple(np.array(v, copy=True) for v in values)
+    for c in copies:
+        c.flags.writeable = False
+    return (sum(c.nbytes for c in copies), tuple(zip(node.outputs, copies, strict=True)))
+
+
+def _owner(array: np.ndarray) -> np.ndarray:
+    """``owner(array)``, without the call for an array that owns its memory."""
+    return array if array.base is None else owner(array)
 
 
 def input_types(node: Node, graph: Graph) -> tuple[TensorType | None, ...]:
@@ -250,21 +392,35 @@ def input_types(node: Node, graph: Graph) -> tuple[TensorType | None, ...]:
     return tuple(graph.type_of(i) if i else None for i in node.inputs)
 
 
-@contextmanager
-def kernel_errors(node: Node, tensor: str | None = None) -> Iterator[None]:
+class kernel_errors:  # noqa: N801  (used as a function: ``with kernel_errors(node):``)
     """A kernel's failure as a ``GeError`` naming the node (and ``tensor``, the output a
-    ``kernel_out`` wrote, when it has one)."""
-    try:
-        yield
-    except GeError as e:
-        raise e.with_place(node=node.label, op=node.qualified_op, tensor=tensor)
-    except MemoryError as e:
-        raise ResourceLimit(f"the kernel ran out of memory ({e}); the machine has less than "
-                            "the run-time budget (lower --max_live_bytes to be refused "
-                            "earlier)", node=node.label, op=node.qualified_op) from None
-    except (ValueError, TypeError, IndexError, KeyError, ArithmeticError,
-            AssertionError, RuntimeError) as e:
-        raise KernelError(f"kernel failed: {e}", node=node.label, op=node.qualified_op) from None
+    ``kernel_out`` wrote, when it has one). A class, not a generator: it wraps every step."""
+
+    __slots__ = ("node", "tensor")
+
+    def __init__(self, node: Node, tensor: str | None = None) -> None:
+        self.node = node
+        self.tensor = tensor
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, e: BaseException | None,
+                 _tb: object) -> None:
+        if e is None:
+            return
+        node = self.node
+        if isinstance(e, GeError):
+            raise e.with_place(node=node.label, op=node.qualified_op, tensor=self.tensor)
+        if isinstance(e, MemoryError):
+            raise ResourceLimit(f"the kernel ran out of memory ({e}); the machine has less "
+                                "than the run-time budget (lower --max_live_bytes to be "
+                                "refused earlier)", node=node.label,
+                                op=node.qualified_op) from None
+        if isinstance(e, (ValueError, TypeError, IndexError, KeyError, ArithmeticError,
+                          AssertionError, RuntimeError)):
+            raise KernelError(f"kernel failed: {e}", node=node.label,
+                              op=node.qualified_op) from None
 
 
 def _single(node: Node) -> str | None:

@@ -111,3 +111,15 @@ def test_run_path_does_not_import_ml_dtypes() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_is_low_float_tells_exactly_the_low_floats() -> None:
+    """The kernels' fast test (user-defined dtype, then the name) agrees with ``LOW_FLOATS``
+    on every element type NumPy or ml_dtypes has."""
+    from gerules.ir.ops._common import is_low_float
+
+    names = [*dtypes.LOW_PRECISION, "float16", "float32", "float64", "int8", "uint8",
+             "int64", "bool", "complex64"]
+    for name in names:
+        dt = dtypes.to_numpy(name) if name in dtypes.LOW_PRECISION else np.dtype(name)
+        assert is_low_float(dt) == (name in dtypes.LOW_FLOATS), name

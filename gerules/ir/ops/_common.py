@@ -42,6 +42,7 @@ from ..registry import (
 
 T = TypeVar("T")
 UNKNOWN = "?"
+F16 = np.dtype(np.float16)
 Arrays = Sequence["np.ndarray | None"]
 Types = Sequence["TensorType | None"]
 
@@ -254,12 +255,19 @@ def schema(
     )
 
 
+def is_low_float(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` is one of ``LOW_FLOATS`` (bfloat16, float8...). Those are ml_dtypes'
+    user-defined types (``num >= 256``), so NumPy's own types skip the name lookup, which
+    costs a microsecond and runs for every operand of every step."""
+    return dtype.num >= 256 and dtype.name in LOW_FLOATS
+
+
 def low_precision(kernel: KernelFn) -> KernelFn:
     """``kernel`` run in float32 on bfloat16/float8 operands, its float32 outputs rounded back
     to the operands' type (one rounding per op, as NPUs and onnxruntime compute them)."""
 
     def run(inputs: Arrays, call: Call) -> Sequence[np.ndarray]:
-        low = next((x.dtype for x in inputs if x is not None and x.dtype.name in LOW_FLOATS),
+        low = next((x.dtype for x in inputs if x is not None and is_low_float(x.dtype)),
                    None)
         if low is None:
             return kernel(inputs, call)
@@ -275,7 +283,7 @@ def low_precision_out(kernel_out: KernelOutFn, kernel: KernelFn) -> KernelOutFn:
     (the widened one) and are copied into ``outs``."""
 
     def run(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
-        if not any(x is not None and x.dtype.name in LOW_FLOATS for x in (*inputs, *outs)):
+        if not any(x is not None and is_low_float(x.dtype) for x in (*inputs, *outs)):
             kernel_out(inputs, call, outs)
             return
         for out, y in zip(outs, kernel(inputs, call), strict=False):
@@ -409,14 +417,16 @@ def elementwise_out(op: str, kernel: KernelFn, into: Callable[..., object] | Non
     def kernel_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
         xs = [x for x in inputs if x is not None]
         out = outs[0]
-        try:
-            shape = np.broadcast_shapes(*(x.shape for x in xs))
-        except ValueError as e:
-            raise KernelError(f"{op}: {e}") from None
-        if shape != out.shape:
-            raise KernelError(f"the operands give {out.dtype.name}{list(shape)}, the "
-                              f"output is {out.dtype.name}{list(out.shape)}")
-        if any(x.dtype != xs[0].dtype or x.dtype == np.float16 for x in xs):
+        if any(x.shape != out.shape for x in xs):  # else they are the output's shape
+            try:
+                shape = np.broadcast_shapes(*(x.shape for x in xs))
+            except ValueError as e:
+                raise KernelError(f"{op}: {e}") from None
+            if shape != out.shape:
+                raise KernelError(f"the operands give {out.dtype.name}{list(shape)}, the "
+                                  f"output is {out.dtype.name}{list(out.shape)}")
+        first = xs[0].dtype
+        if first == F16 or any(x.dtype != first for x in xs):
             fill(outs, kernel(inputs, call), op)
             return
         with np.errstate(all="ignore"):
