@@ -22,12 +22,6 @@ Invariants:
   as its last row (the bias costs no pass of its own); the result moved to the output
   [N, M1, Ho, Wo, M0] by M0 chunks; then the residual (a plain add: same layout) and the
   activation in place.
-- Shifted GEMMs instead of im2col (``Plan.shifted``: stride 1, at least ``SHIFTED_MIN_C``
-  channels, padded rows at most 1/``SHIFTED_WASTE`` wider than the output's): tap (i, j)
-  reads, for the output pixels of the padded grid [Ho, Wp], the contiguous rows
-  ``i*dh*Wp + j*dw ..`` of the padded NHWC input flattened to [Hp*Wp, C], so Y [Ho*Wp, M]
-  starts as the bias row and takes one ``?gemm`` per tap with ``beta = 1``; columns Wo..Wp
-  of each row are computed from neighbouring pixels and never moved to the output.
 - The GEMM-ready weight ``[K (+1), M1*M0]`` (zero columns past M, the bias row) is derived
   from FRACTAL_Z once per weight and bias and kept while they live (``layout.kept``); a
   call's geometry (``Plan``) is worked out once per runtime step.
@@ -43,7 +37,7 @@ Invariants:
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,7 +63,6 @@ class Plan:
     weight: tuple[int, ...]  # the weight's logical shape [M, C / group, KH, KW]
     work: np.dtype  # the arithmetic's dtype (float16 runs in float32)
     depthwise: bool
-    shifted: bool  # one GEMM per tap on shifted rows of the padded input (``_shifted``)
 
 
 # id(call) -> (call, input's physical shape, its plan or None: declined); a runtime step
@@ -105,20 +98,7 @@ def _make_plan(x: np.ndarray, call: Call) -> Plan | None:
     if win.kernel != (kh, kw):
         return None
     work = np.dtype(np.float32) if x.dtype == np.float16 else x.dtype
-    wide = win.begin[1] + wd + win.end[1] - win.out[1]  # the padded row's extra columns
-    shifted = (not depthwise and win.strides == (1, 1) and (kh, kw) != (1, 1)
-               and x.dtype == work and c >= SHIFTED_MIN_C
-               and wide * SHIFTED_WASTE <= win.out[1])
-    return Plan(win, c, m, (n, -(-m // c0), *win.out, c0), (m, cg, kh, kw), work, depthwise,
-                shifted)
-
-
-# the shifted GEMMs compute every padded column of an output row: taken while that wastes
-# at most 1 / SHIFTED_WASTE of the work (ResNet's 56 x 56 maps; smaller ones im2col), and
-# only with SHIFTED_MIN_C channels or more (each GEMM's inner dimension is C: a stem's 3
-# would leave BLAS nothing to do)
-SHIFTED_WASTE = 16
-SHIFTED_MIN_C = 32
+    return Plan(win, c, m, (n, -(-m // c0), *win.out, c0), (m, cg, kh, kw), work, depthwise)
 
 
 def fused_conv_blocked(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]
@@ -148,8 +128,6 @@ def fused_conv_blocked(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]
             acc += bias.reshape(1, shape[1], 1, 1, shape[4])
         if acc is not out:
             np.copyto(out, acc, casting="same_kind")
-    elif plan.shifted:
-        _shifted(x, _gemm_weight(w, b, plan.weight, work, lanes), b is not None, plan, out)
     else:
         cols = _patches(x, plan.c, plan.win, work, ones=b is not None)
         y = scratch((cols.shape[0], lanes), work, slot=2)
@@ -161,46 +139,6 @@ def fused_conv_blocked(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]
     activate_into(out, call.attrs)
     F.zero_lanes(out, plan.m)
     return [out]
-
-
-def _shifted(x: np.ndarray, wt: np.ndarray, bias: bool, plan: Plan, out: np.ndarray
-             ) -> None:
-    """A stride-1 conv without im2col: over the padded NHWC input flattened to pixels
-    ``[Hp*Wp, C]``, tap (i, j)'s operand for every output pixel of the padded grid
-    ``[Ho*Wp]`` is one contiguous run of rows starting at ``i*dh*Wp + j*dw``, so
-    ``Y[Ho*Wp, M] = sum over taps of rows @ Wt[tap]``: one BLAS GEMM per tap accumulating
-    into Y (``beta = 1``), Y starting as the bias row. The Wp - Wo columns past each output
-    row are computed and dropped (``Plan.shifted`` bounds that waste)."""
-    n = x.shape[0]
-    (kh, kw), (dh, dw), (ho, wo) = plan.win.kernel, plan.win.dilations, plan.win.out
-    c, lanes = plan.c, wt.shape[1]
-    xp = _padded_nhwc(x, c, plan.win, extra=1)  # the last taps' runs end past the map
-    wp = xp.shape[2]
-    flat = xp.reshape(n, -1, c)
-    gemm = _blas_gemm(plan.work.name)
-    y = scratch((ho * wp, lanes), plan.work, slot=2)
-    yt = y.T  # BLAS is column-major: Y^T = Wt[tap]^T @ rows^T, all views without copies
-    for i in range(n):
-        if bias:
-            np.copyto(y, wt[-1])
-        else:
-            y.fill(0)
-        for t in range(kh * kw):
-            off = (t // kw) * dh * wp + (t % kw) * dw
-            done = gemm(1.0, wt[t * c:(t + 1) * c].T, flat[i, off:off + ho * wp].T, 1.0, yt,
-                        overwrite_c=1)
-            if done.ctypes.data != yt.ctypes.data:  # (a BLAS wrapper that copied)
-                np.copyto(yt, done)
-        _from_rows(y.reshape(ho, wp, lanes)[:, :wo], out[i:i + 1])
-
-
-@functools.cache
-def _blas_gemm(dtype: str) -> Callable[..., np.ndarray]:
-    """SciPy's BLAS ``?gemm`` for ``dtype``, imported when a shifted conv first runs (the
-    registry, and running a model without one, never loads SciPy)."""
-    from scipy.linalg.blas import get_blas_funcs
-
-    return get_blas_funcs("gemm", dtype=np.dtype(dtype))  # type: ignore[no-any-return]
 
 
 def _gemm_weight(w: np.ndarray, b: np.ndarray | None, shape: tuple[int, ...],
@@ -307,9 +245,9 @@ def _to_nhwc(x: np.ndarray, dst: np.ndarray) -> None:
 
 
 def _from_rows(y: np.ndarray, out: np.ndarray) -> None:
-    """``y`` [N*Ho*Wo, M1*M0] (or a view [Ho, Wo, M1*M0] of wider rows, N = 1; its last
-    axis contiguous) into the NC1HWC0 ``out`` [N, M1, Ho, Wo, M0]: M0 chunks (an
-    element-wise move when the dtypes differ: float16 computed in float32)."""
+    """``y`` [N*Ho*Wo, M1*M0] (its last axis contiguous) into the NC1HWC0 ``out``
+    [N, M1, Ho, Wo, M0]: M0 chunks (an element-wise move when the dtypes differ: float16
+    computed in float32)."""
     n, m1, ho, wo, m0 = out.shape
     rows = y.reshape(n, ho, wo, m1, m0)
     if y.dtype == out.dtype and out.flags.c_contiguous:
@@ -319,14 +257,14 @@ def _from_rows(y: np.ndarray, out: np.ndarray) -> None:
         np.copyto(out, rows.transpose(0, 3, 1, 2, 4), casting="same_kind")
 
 
-def _padded_nhwc(x: np.ndarray, c: int, win: Window, extra: int = 0) -> np.ndarray:
+def _padded_nhwc(x: np.ndarray, c: int, win: Window) -> np.ndarray:
     """The first C channels of the NC1HWC0 ``x`` as NHWC, padded so every window of ``win``
-    lies inside (and ``extra`` more zero rows), in scratch slot 1: only the border is
-    zeroed, the interior is moved by C0 chunks."""
+    lies inside, in scratch slot 1: only the border is zeroed, the interior is moved by C0
+    chunks."""
     n, _, h, w, _ = x.shape
     (kh, kw), (sh, sw), (dh, dw) = win.kernel, win.strides, win.dilations
     (pt, pl), (ho, wo) = win.begin, win.out
-    hp = max(pt + h, (ho - 1) * sh + (kh - 1) * dh + 1) + extra
+    hp = max(pt + h, (ho - 1) * sh + (kh - 1) * dh + 1)
     wp = max(pl + w, (wo - 1) * sw + (kw - 1) * dw + 1)
     xp = scratch((n, hp, wp, c), x.dtype, slot=1)
     xp[:, :pt] = 0
