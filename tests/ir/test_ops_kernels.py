@@ -120,6 +120,30 @@ def test_conv_float16_and_pointwise() -> None:
     same("Conv", [x.astype(np.float16), w.astype(np.float16)], {}, rtol=2e-3, atol=2e-3)
 
 
+@pytest.mark.parametrize("spatial, attrs", [
+    ((7,), {"pads": [2, 1], "strides": [2]}),
+    ((5, 6), {"pads": [1, 0, 2, 3], "dilations": [2, 1]}),
+    ((4, 5, 3), {"pads": [1, 1, 1, 0, 2, 1]}),
+    ((10, 10), {"strides": [2, 2], "ceil_mode": 1}),  # ceil_mode: one extra at the end
+])
+def test_padding_into_scratch_equals_np_pad(spatial: tuple[int, ...],
+                                            attrs: dict[str, Any]) -> None:
+    """``pad_for`` into a scratch slot fills only the border, yet equals a fresh ``np.pad``
+    even when the slot held other values (NaN) and a larger array before."""
+    from gerules.ir.ops._common import scratch
+    from gerules.ir.ops._window import pad_for, window
+
+    rng = np.random.default_rng(3)
+    x = rand(rng, 2, 3, *spatial)
+    win = window(spatial, (3,) * len(spatial), attrs, ceil_mode=bool(attrs.get("ceil_mode")))
+    for value in (0, -np.inf):
+        scratch((4096,), np.float32, slot=5)[...] = np.nan  # a dirty slot, larger before
+        got = pad_for(x, win, value, slot=5)
+        want = pad_for(x, win, value)
+        assert got.shape == want.shape and got is not x
+        np.testing.assert_array_equal(got, want)
+
+
 @given(windows(2, max_pad=1, auto=False), st.integers(1, 2), st.integers(1, 2),
        st.integers(0, 1), st.booleans(), st.integers(0, 2**16))
 def test_conv_transpose_matches_onnxruntime(geo: dict[str, Any], group: int, mg: int,

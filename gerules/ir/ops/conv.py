@@ -2,7 +2,8 @@
 
 Invariants:
 - ``conv(x, w, b, attrs, out=None)`` is the one convolution: im2col through an
-  ``as_strided`` view copied into the thread's scratch buffer, then one BLAS matmul for all
+  ``as_strided`` view of the padded input (itself in scratch: only its border is written)
+  copied into the thread's scratch buffer, then one BLAS matmul for all
   groups written straight into ``out`` (the runtime's arena view) when given; 1x1 stride-1
   convs skip the copy (a plain matmul); depthwise convs accumulate one strided slice per
   kernel tap (no loop over pixels). The bias is added in place.
@@ -64,6 +65,9 @@ def conv_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
     w, y = need(at(ins, 1), "Conv"), outs[0]
     macs = (y.numel() or 0) * prod(int(d) for d in (w.shape or ())[1:])
     return 2 * macs + (y.numel() or 0) * (at(ins, 2) is not None)
+
+
+PADDED = 1  # the scratch slot of the padded input (im2col's patches and depthwise's term: 0)
 
 
 def _im2col(xp: np.ndarray, win: Any) -> np.ndarray:
@@ -141,11 +145,11 @@ def _conv_core(x: np.ndarray, w: np.ndarray, group: int, win: Any, y: np.ndarray
     n, c = x.shape[:2]
     m = w.shape[0]
     if group == c and w.shape[1] == 1 and group > 1 and _taps_pay(win):
-        return _depthwise(pad_for(x, win), w, win, y)
+        return _depthwise(pad_for(x, win, slot=PADDED), w, win, y)
     if _is_pointwise(win):
         cols = x.reshape(n, group, c // group, -1)
     else:
-        cols = _im2col(pad_for(x, win), win).reshape(n, group, -1, prod(win.out))
+        cols = _im2col(pad_for(x, win, slot=PADDED), win).reshape(n, group, -1, prod(win.out))
     wg = w.reshape(group, m // group, -1)
     if n == 1 and group == 1:  # one plain BLAS call: [M, K] @ [K, P] -> [M, P]
         np.matmul(wg[0], cols[0, 0], out=y.reshape(m, -1))
