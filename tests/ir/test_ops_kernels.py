@@ -144,6 +144,29 @@ def test_padding_into_scratch_equals_np_pad(spatial: tuple[int, ...],
         np.testing.assert_array_equal(got, want)
 
 
+def test_geometry_is_worked_out_once_per_owner_and_key() -> None:
+    """``PerOwner``: one value per (owner, key), recomputed for a new key or an equal but
+    distinct owner, and the store stays within its size."""
+    from gerules.ir.ops._common import PerOwner
+
+    made: list[int] = []
+    store: PerOwner[int] = PerOwner(size=3)
+
+    def make(v: int) -> int:
+        made.append(v)
+        return v
+
+    a, b = {"k": 1}, {"k": 1}
+    assert store.get(a, (2,), lambda: make(1)) == 1
+    assert store.get(a, (2,), lambda: make(9)) == 1 and made == [1]
+    assert store.get(a, (3,), lambda: make(2)) == 2  # another input shape
+    assert store.get(b, (3,), lambda: make(3)) == 3  # equal, not the same mapping
+    owners = [{} for _ in range(5)]
+    for k, o in enumerate(owners):
+        store.get(o, (), lambda k=k: make(k))
+    assert len(store._held) <= 3
+
+
 @given(windows(2, max_pad=1, auto=False), st.integers(1, 2), st.integers(1, 2),
        st.integers(0, 1), st.booleans(), st.integers(0, 2**16))
 def test_conv_transpose_matches_onnxruntime(geo: dict[str, Any], group: int, mg: int,

@@ -25,8 +25,20 @@ import numpy as np
 from ...errors import KernelError, ShapeError
 from ..graph import Dim, TensorType
 from ..registry import Call
-from ._common import Arrays, Types, at, attr, ints, need, prod, same_dtype, schema, scratch
-from ._window import kernel_of, out_shape, pad_for, taps, window
+from ._common import (
+    Arrays,
+    PerOwner,
+    Types,
+    at,
+    attr,
+    ints,
+    need,
+    prod,
+    same_dtype,
+    schema,
+    scratch,
+)
+from ._window import Window, kernel_of, out_shape, pad_for, taps, window
 
 CONV_ATTRS = [
     attr("auto_pad", "string", "NOTSET"),
@@ -67,6 +79,8 @@ def conv_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
     return 2 * macs + (y.numel() or 0) * (at(ins, 2) is not None)
 
 
+# a call's geometry per attribute mapping and operand shapes (the runtime's steps keep theirs)
+_WINDOWS: PerOwner[Window] = PerOwner()
 PADDED = 1  # the scratch slot of the padded input (im2col's patches and depthwise's term: 0)
 
 
@@ -124,7 +138,8 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, attrs: Mapping[str,
             out[...] = conv(x, w, b, attrs)
             return out
     group = int(attrs.get("group", 1))
-    win = window(x.shape[2:], kernel_of(attrs, w.shape, x.ndim - 2), attrs)
+    win = _WINDOWS.get(attrs, (x.shape, w.shape), lambda: window(
+        x.shape[2:], kernel_of(attrs, w.shape, x.ndim - 2), attrs))
     if tuple(w.shape[2:]) != win.kernel:
         raise KernelError(f"Conv: kernel_shape {list(win.kernel)} differs from weight "
                           f"{list(w.shape)}")
