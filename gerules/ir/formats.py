@@ -223,6 +223,9 @@ def to_format(x: np.ndarray, fmt: str, out: np.ndarray | None = None) -> np.ndar
     return np.ascontiguousarray(p.transpose(*range(r), r + 2, r, r + 1, r + 3))
 
 
+LANE_COPIES = 16  # up to this many channels, NC1HWC0 is written one channel plane at a time
+
+
 def _into(x: np.ndarray, fmt: str, out: np.ndarray) -> np.ndarray:
     """``to_format(x, fmt)`` written into ``out`` (see ``to_format``)."""
     if fmt in (NC1HWC0, NC1HWC0_C04) and x.ndim == 4:
@@ -233,9 +236,14 @@ def _into(x: np.ndarray, fmt: str, out: np.ndarray) -> np.ndarray:
             raise ShapeError(f"a {fmt} tensor of shape {list(x.shape)} cannot be written "
                              f"into {list(out.shape)}")
         blocks = out.transpose(0, 1, 4, 2, 3)  # a view: [N, C1, C0, H, W]
-        np.copyto(blocks[:, :full], x[:, :full * block].reshape(n, full, block, h, w))
+        if c <= LANE_COPIES:  # an image's few channels: one plane per lane (NumPy's loop
+            for k in range(c):  # would step lane by lane, across whole planes, otherwise)
+                np.copyto(blocks[:, k // block, k % block], x[:, k])
+        else:
+            np.copyto(blocks[:, :full], x[:, :full * block].reshape(n, full, block, h, w))
+            if rest:
+                np.copyto(blocks[:, full, :rest], x[:, full * block:])
         if rest:
-            np.copyto(blocks[:, full, :rest], x[:, full * block:])
             blocks[:, full, rest:] = 0
         return out
     if fmt == NHWC and x.ndim == 4 and tuple(out.shape) == (x.shape[0], *x.shape[2:],

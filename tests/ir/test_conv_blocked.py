@@ -97,7 +97,7 @@ def test_blocked_conv_equals_the_plain_one_through_transdata(case: tuple) -> Non
     call = schema.call(attrs, 1, types=types)
     direct = fused_conv_blocked(held, call, ())
     assert direct is not None, "a group-1 NC1HWC0 / FRACTAL_Z conv runs on its blocks"
-    assert conv_blocked._PLANS[id(call)][2] is not None
+    assert conv_blocked._plan(held[0], call) is not None
     (got,) = evaluate("FusedConv", held, attrs, domain="ge", types=types)
     assert np.array_equal(got, direct[0])  # the registry's kernel takes this path
     out = TensorType(want.dtype.name, want.shape, "NC1HWC0")

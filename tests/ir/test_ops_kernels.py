@@ -120,6 +120,53 @@ def test_conv_float16_and_pointwise() -> None:
     same("Conv", [x.astype(np.float16), w.astype(np.float16)], {}, rtol=2e-3, atol=2e-3)
 
 
+@pytest.mark.parametrize("spatial, attrs", [
+    ((7,), {"pads": [2, 1], "strides": [2]}),
+    ((5, 6), {"pads": [1, 0, 2, 3], "dilations": [2, 1]}),
+    ((4, 5, 3), {"pads": [1, 1, 1, 0, 2, 1]}),
+    ((10, 10), {"strides": [2, 2], "ceil_mode": 1}),  # ceil_mode: one extra at the end
+])
+def test_padding_into_scratch_equals_np_pad(spatial: tuple[int, ...],
+                                            attrs: dict[str, Any]) -> None:
+    """``pad_for`` into a scratch slot fills only the border, yet equals a fresh ``np.pad``
+    even when the slot held other values (NaN) and a larger array before."""
+    from gerules.ir.ops._common import scratch
+    from gerules.ir.ops._window import pad_for, window
+
+    rng = np.random.default_rng(3)
+    x = rand(rng, 2, 3, *spatial)
+    win = window(spatial, (3,) * len(spatial), attrs, ceil_mode=bool(attrs.get("ceil_mode")))
+    for value in (0, -np.inf):
+        scratch((4096,), np.float32, slot=5)[...] = np.nan  # a dirty slot, larger before
+        got = pad_for(x, win, value, slot=5)
+        want = pad_for(x, win, value)
+        assert got.shape == want.shape and got is not x
+        np.testing.assert_array_equal(got, want)
+
+
+def test_geometry_is_worked_out_once_per_owner_and_key() -> None:
+    """``PerOwner``: one value per (owner, key), recomputed for a new key or an equal but
+    distinct owner, and the store stays within its size."""
+    from gerules.ir.ops._common import PerOwner
+
+    made: list[int] = []
+    store: PerOwner[int] = PerOwner(size=3)
+
+    def make(v: int) -> int:
+        made.append(v)
+        return v
+
+    a, b = {"k": 1}, {"k": 1}
+    assert store.get(a, (2,), lambda: make(1)) == 1
+    assert store.get(a, (2,), lambda: make(9)) == 1 and made == [1]
+    assert store.get(a, (3,), lambda: make(2)) == 2  # another input shape
+    assert store.get(b, (3,), lambda: make(3)) == 3  # equal, not the same mapping
+    owners = [{} for _ in range(5)]
+    for k, o in enumerate(owners):
+        store.get(o, (), lambda k=k: make(k))
+    assert len(store._held) <= 3
+
+
 @given(windows(2, max_pad=1, auto=False), st.integers(1, 2), st.integers(1, 2),
        st.integers(0, 1), st.booleans(), st.integers(0, 2**16))
 def test_conv_transpose_matches_onnxruntime(geo: dict[str, Any], group: int, mg: int,

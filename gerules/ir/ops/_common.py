@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -467,6 +467,29 @@ def lattr(call: Call, name: str) -> list[int] | None:
     """An ``ints`` attribute as a list, ``None`` when absent."""
     value = call.attrs.get(name)
     return None if value is None else ints(value)
+
+
+class PerOwner(Generic[T]):
+    """Values worked out once per owner object and key (a kernel's geometry per runtime
+    step: the executor hands a step the same ``Call`` and attribute mapping every run).
+
+    Keyed by ``id(owner)`` and checked by identity and ``key``: the entry holds the owner, so
+    its id cannot be reused while the entry lives. Bounded: cleared when ``size`` entries
+    are held. A race between threads at worst computes a value twice."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._held: dict[int, tuple[object, object, T]] = {}
+
+    def get(self, owner: object, key: object, make: Callable[[], T]) -> T:
+        hit = self._held.get(id(owner))
+        if hit is not None and hit[0] is owner and hit[1] == key:
+            return hit[2]
+        value = make()
+        if len(self._held) >= self.size:
+            self._held.clear()
+        self._held[id(owner)] = (owner, key, value)
+        return value
 
 
 _SCRATCH = threading.local()  # .bufs: slot -> this thread's reusable byte buffer

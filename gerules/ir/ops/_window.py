@@ -21,7 +21,7 @@ import numpy as np
 
 from ...errors import ShapeError
 from ..graph import Dim
-from ._common import UNKNOWN, ints
+from ._common import UNKNOWN, ints, scratch
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
@@ -135,8 +135,12 @@ def window(spatial: Sequence[int], kernel: Sequence[int], attrs: Mapping[str, An
     return Window(tuple(kernel), s, d, pb, pe, out)
 
 
-def pad_for(x: np.ndarray, win: Window, value: float | int = 0) -> np.ndarray:
-    """``x`` padded so every window of ``win`` lies inside (ceil_mode may need extra)."""
+def pad_for(x: np.ndarray, win: Window, value: float | int = 0, slot: int | None = None
+            ) -> np.ndarray:
+    """``x`` padded so every window of ``win`` lies inside (ceil_mode may need extra); ``x``
+    itself when nothing pads. With ``slot``, the padded array is the thread's scratch for
+    that slot (valid until its next use): only its border is filled, the interior is one
+    copy, and no memory is mapped per call."""
     widths = [(0, 0), (0, 0)]
     for i in range(len(win.kernel)):
         need = (win.out[i] - 1) * win.strides[i] + win.span(i)
@@ -144,7 +148,18 @@ def pad_for(x: np.ndarray, win: Window, value: float | int = 0) -> np.ndarray:
         widths.append((win.begin[i], after))
     if not any(a or b for a, b in widths):
         return x
-    return np.pad(x, widths, mode="constant", constant_values=value)
+    if slot is None:
+        return np.pad(x, widths, mode="constant", constant_values=value)
+    xp = scratch([n + a + b for n, (a, b) in zip(x.shape, widths, strict=True)], x.dtype, slot)
+    for i in range(2, x.ndim):  # each axis's two borders (corners are filled twice)
+        a, b = widths[i]
+        lead = (slice(None),) * i
+        if a:
+            xp[(*lead, slice(0, a))] = value
+        if b:
+            xp[(*lead, slice(a + x.shape[i], None))] = value
+    xp[tuple(slice(a, a + n) for n, (a, _) in zip(x.shape, widths, strict=True))] = x
+    return xp
 
 
 def taps(win: Window) -> list[tuple[slice, ...]]:

@@ -2,7 +2,8 @@
 
 Invariants:
 - ``conv(x, w, b, attrs, out=None)`` is the one convolution: im2col through an
-  ``as_strided`` view copied into the thread's scratch buffer, then one BLAS matmul for all
+  ``as_strided`` view of the padded input (itself in scratch: only its border is written)
+  copied into the thread's scratch buffer, then one BLAS matmul for all
   groups written straight into ``out`` (the runtime's arena view) when given; 1x1 stride-1
   convs skip the copy (a plain matmul); depthwise convs accumulate one strided slice per
   kernel tap (no loop over pixels). The bias is added in place.
@@ -24,8 +25,20 @@ import numpy as np
 from ...errors import KernelError, ShapeError
 from ..graph import Dim, TensorType
 from ..registry import Call
-from ._common import Arrays, Types, at, attr, ints, need, prod, same_dtype, schema, scratch
-from ._window import kernel_of, out_shape, pad_for, taps, window
+from ._common import (
+    Arrays,
+    PerOwner,
+    Types,
+    at,
+    attr,
+    ints,
+    need,
+    prod,
+    same_dtype,
+    schema,
+    scratch,
+)
+from ._window import Window, kernel_of, out_shape, pad_for, taps, window
 
 CONV_ATTRS = [
     attr("auto_pad", "string", "NOTSET"),
@@ -64,6 +77,11 @@ def conv_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
     w, y = need(at(ins, 1), "Conv"), outs[0]
     macs = (y.numel() or 0) * prod(int(d) for d in (w.shape or ())[1:])
     return 2 * macs + (y.numel() or 0) * (at(ins, 2) is not None)
+
+
+# a call's geometry per attribute mapping and operand shapes (the runtime's steps keep theirs)
+_WINDOWS: PerOwner[Window] = PerOwner()
+PADDED = 1  # the scratch slot of the padded input (im2col's patches and depthwise's term: 0)
 
 
 def _im2col(xp: np.ndarray, win: Any) -> np.ndarray:
@@ -120,7 +138,8 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, attrs: Mapping[str,
             out[...] = conv(x, w, b, attrs)
             return out
     group = int(attrs.get("group", 1))
-    win = window(x.shape[2:], kernel_of(attrs, w.shape, x.ndim - 2), attrs)
+    win = _WINDOWS.get(attrs, (x.shape, w.shape), lambda: window(
+        x.shape[2:], kernel_of(attrs, w.shape, x.ndim - 2), attrs))
     if tuple(w.shape[2:]) != win.kernel:
         raise KernelError(f"Conv: kernel_shape {list(win.kernel)} differs from weight "
                           f"{list(w.shape)}")
@@ -141,11 +160,11 @@ def _conv_core(x: np.ndarray, w: np.ndarray, group: int, win: Any, y: np.ndarray
     n, c = x.shape[:2]
     m = w.shape[0]
     if group == c and w.shape[1] == 1 and group > 1 and _taps_pay(win):
-        return _depthwise(pad_for(x, win), w, win, y)
+        return _depthwise(pad_for(x, win, slot=PADDED), w, win, y)
     if _is_pointwise(win):
         cols = x.reshape(n, group, c // group, -1)
     else:
-        cols = _im2col(pad_for(x, win), win).reshape(n, group, -1, prod(win.out))
+        cols = _im2col(pad_for(x, win, slot=PADDED), win).reshape(n, group, -1, prod(win.out))
     wg = w.reshape(group, m // group, -1)
     if n == 1 and group == 1:  # one plain BLAS call: [M, K] @ [K, P] -> [M, P]
         np.matmul(wg[0], cols[0, 0], out=y.reshape(m, -1))

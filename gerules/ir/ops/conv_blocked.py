@@ -45,7 +45,7 @@ import numpy as np
 from .. import formats as F
 from ..layout import kept
 from ..registry import Call
-from ._common import Arrays, at, iattr, scratch
+from ._common import Arrays, PerOwner, at, iattr, scratch
 from ._window import Window, kernel_of, window
 from .activation import activate_into
 
@@ -65,21 +65,13 @@ class Plan:
     depthwise: bool
 
 
-# id(call) -> (call, input's physical shape, its plan or None: declined); a runtime step
-# keeps its Call, so the geometry is worked out once per step (bounded: cleared when full)
-_PLANS: dict[int, tuple[Call, tuple[int, ...], Plan | None]] = {}
-PLANS = 4096
+# per call and input's physical shape, its plan or None (declined): a runtime step keeps
+# its Call, so the geometry is worked out once per step
+_PLANS: PerOwner[Plan | None] = PerOwner()
 
 
 def _plan(x: np.ndarray, call: Call) -> Plan | None:
-    hit = _PLANS.get(id(call))
-    if hit is not None and hit[0] is call and hit[1] == x.shape:
-        return hit[2]
-    plan = _make_plan(x, call)
-    if len(_PLANS) >= PLANS:
-        _PLANS.clear()
-    _PLANS[id(call)] = (call, x.shape, plan)
-    return plan
+    return _PLANS.get(call, x.shape, lambda: _make_plan(x, call))
 
 
 def _make_plan(x: np.ndarray, call: Call) -> Plan | None:
