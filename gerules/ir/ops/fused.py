@@ -52,6 +52,7 @@ from ._common import (
     same_dtype,
     sattr,
     schema,
+    scratch,
     widen,
 )
 from .activation import (
@@ -65,6 +66,7 @@ from .conv import CONV_ATTRS, conv, conv_flops, conv_infer
 from .conv_blocked import fused_conv_blocked
 from .linalg import blas_ready, matmul_shape
 from .norm import layer_norm
+from .softmax import exp_rows, rows_ready
 
 ACT_ATTRS = [
     attr("activation", "string", ""),
@@ -208,19 +210,36 @@ def _attn_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
 def attention(q: np.ndarray, kt: np.ndarray, v: np.ndarray, mask: np.ndarray | None,
               scale: object) -> np.ndarray:
     """softmax(q @ kt * scale + mask) @ v in float32 (float64 for float64), max subtracted."""
+    y, sums = unnormalised_attention(q, kt, v, mask, scale)
+    y /= sums[..., None]
+    return y.astype(q.dtype, copy=False)
+
+
+def unnormalised_attention(q: np.ndarray, kt: np.ndarray, v: np.ndarray,
+                           mask: np.ndarray | None, scale: object
+                           ) -> tuple[np.ndarray, np.ndarray]:
+    """``(exp(S - shift) @ v, row sums of exp(S - shift))`` for ``S = q @ kt * scale +
+    mask``, in the work dtype: ``attention`` is their quotient, taken after the second
+    product (Dv columns per row instead of Sk) or, in ge.MultiHeadAttention, in the pass that
+    merges the heads. The scores and their exponentials live in ``scratch`` slots 0 and 1;
+    the shift is ``exp_rows``' (never below a row's maximum)."""
     s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)  # type: ignore[arg-type]
     work = np.float64 if q.dtype == np.float64 else np.float32
     q32, kt32 = blas_ready(q.astype(work, copy=False)), blas_ready(kt.astype(work, copy=False))
-    scores = np.matmul(q32, kt32)
+    shape = (*np.broadcast_shapes(q.shape[:-2], kt.shape[:-2]), q.shape[-2], kt.shape[-1])
+    scores = np.matmul(q32, kt32, out=scratch(shape, work, slot=0))
     scores *= work(s)
     if mask is not None:
         scores += mask.astype(work, copy=False)
-    scores -= np.max(scores, axis=-1, keepdims=True)
+    v32 = blas_ready(v.astype(work, copy=False))
     with np.errstate(all="ignore"):
-        np.exp(scores, out=scores)
-        scores /= np.sum(scores, axis=-1, keepdims=True)
-    out: np.ndarray = np.matmul(scores, blas_ready(v.astype(work, copy=False)))
-    return out.astype(q.dtype, copy=False)
+        if not rows_ready(scores, -1):
+            scores -= np.max(scores, axis=-1, keepdims=True)
+            np.exp(scores, out=scores)
+            return np.matmul(scores, v32), np.sum(scores, axis=-1)
+        e = scratch(shape, work, slot=1)
+        sums = exp_rows(scores.reshape(-1, shape[-1]), e.reshape(-1, shape[-1]))
+        return np.matmul(e, v32), sums.reshape(shape[:-1])
 
 
 def _attn_flops(ins: Types, outs: Sequence[TensorType], call: Call) -> int:
@@ -286,17 +305,20 @@ def _split_heads(x: np.ndarray, h: int, perm: tuple[int, ...]) -> np.ndarray:
 
 
 def _mha(inputs: Arrays, call: Call, out: np.ndarray | None) -> np.ndarray:
+    """Attention over the split heads; the softmax's division by the row sums is the pass
+    that merges the heads back into ``out``."""
     q, k, v = need(at(inputs, 0), "ge.MultiHeadAttention"), at(inputs, 1), at(inputs, 2)
     if k is None or v is None:
         q, k, v = np.split(q, 3, axis=-1)
     h = iattr(call, "num_heads")
-    y = attention(_split_heads(q, h, (0, 2, 1, 3)), _split_heads(k, h, (0, 2, 3, 1)),
-                  _split_heads(v, h, (0, 2, 1, 3)), at(inputs, 3), call.attrs.get("scale"))
+    y, sums = unnormalised_attention(
+        _split_heads(q, h, (0, 2, 1, 3)), _split_heads(k, h, (0, 2, 3, 1)),
+        _split_heads(v, h, (0, 2, 1, 3)), at(inputs, 3), call.attrs.get("scale"))
     merged = y.transpose(0, 2, 1, 3)  # [B, Sq, H, Dv]
-    if out is None:
-        return np.ascontiguousarray(merged).reshape(q.shape[0], q.shape[1], -1)
-    np.copyto(out.reshape(merged.shape), merged)
-    return out
+    target = np.empty(merged.shape, q.dtype) if out is None else out.reshape(merged.shape)
+    with np.errstate(all="ignore"):
+        np.divide(merged, sums.transpose(0, 2, 1)[..., None], out=target)
+    return target.reshape(q.shape[0], q.shape[1], -1) if out is None else out
 
 
 def _mha_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
