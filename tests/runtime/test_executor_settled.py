@@ -132,3 +132,18 @@ def test_an_output_sized_by_a_fed_value_is_predicted_every_run() -> None:
     assert ex.run({"x": x, "shape": np.array([3])})["y"].shape == (3,)
     with pytest.raises(ResourceLimit, match="expand"):
         ex.run({"x": x, "shape": np.array([1 << 20])})
+
+
+def test_a_fed_shape_changed_in_place_reshapes_by_its_new_value() -> None:
+    """Reshape and Transpose keep their geometry per step; a fed target shape mutated in place
+    between runs (the same array object) still reshapes by the value it holds."""
+    g = infer_graph(Graph((Node("Reshape", ("x", "to"), ("r",), name="reshape"),
+                           Node("Transpose", ("r",), ("y",), name="t", attrs={"perm": [1, 0]})),
+                          (Value.of("x", "float32", (2, 6)), Value.of("to", "int64", (2,))),
+                          (Value.of("y", "float32", None),)), registry())
+    ex = Executor(g, registry())
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    to = np.array([3, 4], np.int64)
+    assert_same(ex.run({"x": x, "to": to}), {"y": x.reshape(3, 4).T})
+    to[...] = [4, 3]
+    assert_same(ex.run({"x": x, "to": to}), {"y": x.reshape(4, 3).T})

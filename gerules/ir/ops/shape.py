@@ -25,6 +25,7 @@ from ..registry import SHAPE_OP, Call, InferFn, KernelFn, OpSchema
 from ._common import (
     UNKNOWN,
     Arrays,
+    PerOwner,
     Types,
     at,
     attr,
@@ -161,10 +162,15 @@ def _reshape_infer(types: Types, consts: Arrays, call: Call) -> list[TensorType]
                                              bool(iattr(call, "allowzero"))))]
 
 
+# per runtime step, its output dims by (input shape, the target's bytes and dtype)
+_RESHAPES: PerOwner[tuple[int, ...]] = PerOwner()
+
+
 def _reshape_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     x, s = need(at(inputs, 0), "Reshape"), need(at(inputs, 1), "Reshape", "shape")
-    dims = reshape_dims(x.shape, ints(s), bool(iattr(call, "allowzero")))
-    return [x.reshape([int(d) for d in dims])]
+    dims = _RESHAPES.get(call, (x.shape, s.tobytes(), s.dtype.char), lambda: tuple(
+        int(d) for d in reshape_dims(x.shape, ints(s), bool(iattr(call, "allowzero")))))
+    return [x.reshape(dims)]
 
 
 # ----------------------------------------------------------------------------- Flatten
@@ -275,9 +281,12 @@ def _transpose_infer(types: Types, _c: object, call: Call) -> list[TensorType]:
     return [TensorType(x.dtype, tuple(x.shape[p] for p in _perm(call, len(x.shape))))]
 
 
+_PERMS: PerOwner[list[int]] = PerOwner()  # per runtime step and input rank
+
+
 def _transpose_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     x = need(at(inputs, 0), "Transpose")
-    return [np.transpose(x, _perm(call, x.ndim))]
+    return [x.transpose(_PERMS.get(call, x.ndim, lambda: _perm(call, x.ndim)))]
 
 
 # ----------------------------------------------------------------------------- Expand, Tile
