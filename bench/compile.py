@@ -51,7 +51,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import Verdicts, describe, facts, process_env  # noqa: E402
-from mutation import scratch_copy  # noqa: E402
+from mutation import check_imports, scratch_copy  # noqa: E402
 
 CACHE = Path(__file__).resolve().parent / ".cache"
 DEFAULT = ("resnet50", "bert_base", "gpt2_small")
@@ -129,11 +129,14 @@ def run_process(argv: list[str]) -> tuple[float, int, float]:
     process (which must succeed). On a loaded machine the CPU time moves much less than the
     wall time, so both are reported."""
     env = dict(ENV or os.environ)
-    if argv[0] == BASE_MARK:
-        env["PYTHONPATH"], argv = argv[1], argv[2:]
+    cwd = None
+    if argv[0] == BASE_MARK:  # run from the earlier tree: ``python -m`` puts the working
+        cwd = env["PYTHONPATH"] = argv[1]  # directory first on the path, so from the bench's
+        argv = argv[2:]  # (the checkout) it would import the current tree
         env["PYTHONPYCACHEPREFIX"] = env.get("PYTHONPYCACHEPREFIX", "") + "-base"
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                            cwd=cwd)
     assert proc.stderr is not None
     err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
@@ -251,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.base:
             (tmp / "base").mkdir()
             base = scratch_copy(tmp / "base", args.base)
+            check_imports(base)  # the base runs import that tree, not this one
             report["base"] = args.base
         for name in args.models:
             row = measure(name, args.runs, peer_code, tmp, base)

@@ -10,6 +10,7 @@ from gerules.engine import (
     ENode,
     Guard,
     Let,
+    Limits,
     PatternError,
     Reject,
     Rewrite,
@@ -102,3 +103,28 @@ def test_unbound_name_in_a_custom_condition_rule_fails_at_apply() -> None:
     rule = rewrite("late", "(f ?x)", "(g ?y)", conditions=[lambda eg, r, s: s])
     with pytest.raises(EngineError, match="rule 'late': applier read unbound name 'y'"):
         Runner(eg).run([rule])
+
+
+def test_a_conditional_match_is_checked_until_applied_then_skipped() -> None:
+    """Conditions run on a match until it is applied; afterwards a later iteration that finds
+    the same match (the same canonical classes, nodes and attributes) skips it, its right side
+    being in the root's class already. A rejected match is checked again (the e-graph may
+    have grown what the condition reads)."""
+    eg = EGraph()
+    root = add_term(eg, "(f a)")
+    a = add_term(eg, "a")
+    checks: dict[int, int] = {}
+
+    def guard(egraph: EGraph, r: int, s: Subst) -> bool:
+        x = egraph.find(s["x"])
+        checks[x] = checks.get(x, 0) + 1
+        return checks[x] > 1  # refuses each match the first time it is asked only
+
+    fold = rewrite("f_to_g", "(f ?x)", "(g ?x)", conditions=[Guard("second time", guard)])
+    grow = rewrite("grow", "(f ?x)", "(f (s ?x))")  # a new f node in the root's class each
+    report = Runner(eg, limits=Limits(iterations=6)).run([fold, grow])  # iteration
+    assert len(report.iterations) >= 5  # (f a) was found in every one of them
+    assert checks[eg.find(a)] == 2  # rejected, applied, then skipped
+    assert add_term(eg, "(g a)") == eg.find(root)
+    match = next(m for m in fold.search(eg) if eg.find(m[fold.layout.slots["x"]]) == eg.find(a))
+    assert fold.apply_match(eg, match) is False and checks[eg.find(a)] == 2
