@@ -21,8 +21,11 @@ Invariants:
   it again (its root's class grew, so it was searched anew) skips it without running the
   conditions: e-graphs only grow, so its right side is in the root's class already. A rejected
   match is checked again each time it is found; a match whose classes merged with others has a
-  new canonical form. (The conv-bn folds' overflow guard materialises each folded weight: on
-  ResNet-50 it ran three times per fold.)
+  new canonical form, unless the merge kept its ids: a right side a ``Let`` computed from
+  analysis data that such a merge refined is then not computed again (the shipped rules'
+  lets read constants and types, which a class has settled once known; the optimizer bench's
+  graphs are the same with and without). (The conv-bn folds' overflow guard materialises each
+  folded weight: on ResNet-50 it ran three times per fold.)
 - A rewrite over a ``MultiPattern`` unions its applier's i-th class with the match's i-th root
   (the applier gives one class per root), is never pure and never incremental, and never
   matches root e-nodes it added itself (TENSAT's limit on multi-patterns: a horizontal
