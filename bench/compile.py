@@ -18,8 +18,9 @@ peak resident memory of each process (``os.wait4``) against the model file's siz
 more run of ours with ``--report`` whose phase times (``phases_s``: load, shapes, optimize,
 precision, ...) break the time down; the rest is the wall time not inside a phase.
 ``--base REF`` adds the same command from an earlier tree (``git archive REF``, first on
-``PYTHONPATH``) to the rounds: what a change (such as the NPU data layout) costs in
-compile time and memory, paired against the tree without it.
+``PYTHONPATH`` and run from its own directory, what it imports checked first) to the rounds:
+what a change (such as the NPU data layout) costs in compile time and memory, paired against
+the tree without it.
 ``--growth`` adds the series BERT 2/6/12/24 layers and ResNet-18/50/101 (median of
 ``--growth-runs``) with a least-squares line ``seconds = a + b * layers``.
 
