@@ -2,7 +2,8 @@
 
 The stack is every convolution of ResNet-50 at 224x224, batch 1 (53 layers: stem, the
 bottlenecks' 1x1 / 3x3 / 1x1 and the downsampling 1x1s), plus MobileNetV2's depthwise 3x3
-layers and the stem's 3x3/2 max-pool. Each layer runs as one node: ours through the
+layers, the stem's 3x3/2 max-pool and BERT-base's row kernels (LayerNormalization, Softmax,
+Erf). Each layer runs as one node: ours through the
 registry's kernel (``gerules.ir.ops.api.evaluate``), onnxruntime as a one-node session
 (graph optimizations disabled, ``--threads`` intra-op threads). We report the median of
 ``--runs`` per layer after ``--warmup`` runs, the sums per group and ours / onnxruntime.
@@ -83,6 +84,14 @@ def mobilenet_depthwise() -> list[Layer]:
             for i, (c, s, n) in enumerate(specs)]
 
 
+def bert_rows() -> list[Layer]:
+    """BERT-base's row kernels at sequence 128, batch 1: LayerNormalization over the hidden
+    size (with its scale), the attention Softmax and the GELU's Erf."""
+    return [Layer("bert-rows", "layernorm", "LayerNormalization", (1, 128, 768), (768,)),
+            Layer("bert-rows", "softmax", "Softmax", (1, 12, 128, 128), None),
+            Layer("bert-rows", "erf", "Erf", (1, 128, 3072), None)]
+
+
 def pools() -> list[Layer]:
     return [Layer("pool", "resnet50.maxpool", "MaxPool", (1, 64, 112, 112), None,
                   {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1] * 4})]
@@ -155,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rng = np.random.default_rng(0)
     rows = [measure(layer, args, rng)
-            for layer in resnet50_convs() + mobilenet_depthwise() + pools()]
+            for layer in resnet50_convs() + mobilenet_depthwise() + pools() + bert_rows()]
     if args.verbose:
         for r in rows:
             print(f"{r['layer']:18s} ours {r['ours_ms']:8.2f} ms  onnxruntime "

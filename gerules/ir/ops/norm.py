@@ -201,10 +201,9 @@ def _layer_norm_rows(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, 
     Five passes over the data and no full-size temporary: the row sums (NumPy's pairwise
     ``add.reduce``, so the mean is the same as ``np.mean``'s), ``out = x - mean``, the row
     dot products ``out . out`` (one batched BLAS dot per row, no squares array), then
-    ``out *= inv``, ``out *= scale`` and ``out += bias``. Measured on BERT-base's
-    ``[128, 768]`` (bench/kernels.py): a BLAS gemv against a ones vector would sum the rows
-    faster, but its float32 mean is about twice as far from the exact one on rows with a
-    large mean (1000 + N(0, 1)), so the pairwise sum stays."""
+    ``out *= inv``, ``out *= scale`` and ``out += bias``. A BLAS gemv against a ones vector
+    would sum the rows faster, but its float32 mean is about twice as far from the exact one
+    on rows with a large mean (1000 + N(0, 1)), so the pairwise sum stays."""
     rows = int(np.prod(x.shape[:a], dtype=np.int64))
     n = x.size // rows
     x2, y2 = x.reshape(rows, n), out.reshape(rows, n)

@@ -64,8 +64,11 @@ def exp_rows(x2: np.ndarray, e2: np.ndarray) -> np.ndarray:
     maximum of their group of ``_GROUP // n`` consecutive rows (one reduction per group
     instead of one per short row, which dominated Softmax over BERT's [1536, 128]); a row
     whose sum under that shift is below ``_FLOOR`` (its own maximum more than about 16 below
-    the group's, or not finite) is redone with its own maximum, so every row's largest terms
-    keep the precision of the per-row formula. The sums are one BLAS gemv against ones."""
+    the group's, or not finite) is redone with its own maximum, so no row's terms go
+    subnormal; a kept row's largest terms have ``exp`` arguments up to 16 from zero, rounded
+    as the per-row formula rounds those of terms 16 below a row's maximum (about 1e-6
+    relative: BERT's scores came out as close to float64 as before). The sums are one BLAS
+    gemv against ones."""
     rows, n = x2.shape
     group = math.gcd(rows, max(1, _GROUP // n))
     xg, eg = x2.reshape(rows // group, group * n), e2.reshape(rows // group, group * n)
