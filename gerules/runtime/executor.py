@@ -69,7 +69,7 @@ from ..ir.registry import (
     Registry,
     default_registry,
 )
-from ..ir.weights import arrays, release
+from ..ir.weights import arrays, mapping_of, release
 from .guard import CONST_ELEMENTS, output_bytes, predict, value_shaped
 from .pool import BufferPool, owner
 
@@ -95,6 +95,27 @@ class _Step:
     # of inputs up to CONST_ELEMENTS only, so when these are all larger, the bytes it
     # predicts are the same in every run with the same dims
     loose: tuple[str, ...] | None = None
+
+
+WEIGHT_ALIGN = 64  # bytes: a cache line, and AVX-512's vector
+
+
+def _pack(weights: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Read-only C-order copies of ``weights`` in one buffer, each starting at a multiple of
+    ``WEIGHT_ALIGN``."""
+    if not weights:
+        return {}
+    ends = [-(-w.nbytes // WEIGHT_ALIGN) * WEIGHT_ALIGN for w in weights.values()]
+    raw = np.empty(sum(ends) + WEIGHT_ALIGN, np.uint8)
+    at = -raw.ctypes.data % WEIGHT_ALIGN
+    packed = {}
+    for (name, w), size in zip(weights.items(), ends, strict=True):
+        copy = raw[at:at + w.nbytes].view(w.dtype).reshape(w.shape)
+        np.copyto(copy, w)
+        copy.flags.writeable = False
+        packed[name] = copy
+        at += size
+    return packed
 
 
 Slot = tuple[np.dtype, tuple[int, ...], int]  # an output's dtype, shape and nbytes
@@ -229,24 +250,27 @@ class Executor:
         return result
 
     def _aligned_weights(self) -> dict[str, np.ndarray]:
-        """Aligned copies of the misaligned initializers, made on the first run and kept.
+        """Copies of the initializers read in place from the model file or not on a 64-byte
+        boundary, made on the first run and kept: one arena, each weight at a multiple of
+        ``WEIGHT_ALIGN``.
 
-        A weight read in place from the model file may sit at any byte offset, and NumPy
-        copies a misaligned operand on *every* call (BLAS refuses it: a 2048x1000 FC takes
-        30 ms instead of 0.06; ``np.take`` copies a whole embedding table). One copy per
-        executor instead, read-only like the weight, and the file's pages under the weight
-        are given back (``weights.release``) so resident memory does not double.
+        A weight read in place from the model file sits at any byte offset. NumPy copies
+        an operand misaligned for its dtype on *every* call (BLAS refuses it: a 2048x1000
+        FC takes 30 ms instead of 0.06; ``np.take`` copies a whole embedding table), and
+        BLAS packs one that straddles cache lines, in 4 KiB file pages, several per cent
+        slower than an aligned one in anonymous memory (which NumPy backs with huge pages
+        when the system allows it for its large allocations). So each such weight is copied
+        once per executor into the arena, read-only like the weight, and the file's pages
+        under it are given back (``weights.release``) so resident memory does not double.
         """
         with self._lock:
             if self._aligned is None:
-                kept = {}
-                for name, w in self.graph.initializers.items():
-                    if isinstance(w, np.ndarray) and not w.flags.aligned:
-                        copy = np.array(w, order="C")
-                        copy.flags.writeable = False
-                        kept[name] = copy
-                        release(w)
-                self._aligned = kept
+                moved = {name: w for name, w in self.graph.initializers.items()
+                         if isinstance(w, np.ndarray) and w.nbytes and w.dtype.kind in "biufc"
+                         and (w.ctypes.data % WEIGHT_ALIGN or mapping_of(w) is not None)}
+                self._aligned = _pack(moved)
+                for w in moved.values():
+                    release(w)
             return self._aligned
 
     def _bind(self, key: tuple[tuple[str, int], ...], bound: Mapping[str, int]

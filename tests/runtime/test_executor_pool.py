@@ -168,3 +168,27 @@ def test_an_elementwise_step_writes_over_its_dying_second_operand(op: str) -> No
         f = feeds_for(g, seed)
         assert_same(ex.run(f), fresh(g, f))
     assert ex.pool.spare == 0 and ex.pool.reused == 0
+
+
+def test_weights_off_a_cache_line_are_copied_once_into_an_aligned_arena() -> None:
+    """A weight at any byte offset (as read in place from a model file) runs from a 64-byte
+    aligned, read-only copy, made on the first run and kept; the numbers do not change."""
+    g = block()
+    shifted = {}
+    for name, w in arrays(g.initializers).items():  # each 4 bytes past a 64-byte boundary
+        raw = np.empty(w.nbytes + 128, np.uint8)
+        at = -raw.ctypes.data % 64 + 4
+        shifted[name] = raw[at:at + w.nbytes].view(w.dtype).reshape(w.shape)
+        shifted[name][...] = w
+        shifted[name].flags.writeable = False
+    moved = Graph(g.nodes, g.inputs, g.outputs, initializers=shifted)
+    ex = Executor(moved, registry())
+    f = feeds(2, 0)
+    assert_same(ex.run(f), fresh(g, f))
+    kept = ex._aligned_weights()
+    assert kept.keys() == shifted.keys()
+    for name, copy in kept.items():
+        assert copy.ctypes.data % 64 == 0 and not copy.flags.writeable
+        np.testing.assert_array_equal(copy, shifted[name])
+    assert_same(ex.run(feeds(2, 1)), fresh(g, feeds(2, 1)))
+    assert ex._aligned_weights() is kept  # once per executor
