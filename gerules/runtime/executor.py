@@ -69,7 +69,7 @@ from ..ir.registry import (
     Registry,
     default_registry,
 )
-from ..ir.weights import arrays, mapping_of, release
+from ..ir.weights import CACHE_LINE, arrays, mapping_of, packed, release
 from .guard import CONST_ELEMENTS, output_bytes, predict, value_shaped
 from .pool import BufferPool, owner
 
@@ -95,27 +95,6 @@ class _Step:
     # of inputs up to CONST_ELEMENTS only, so when these are all larger, the bytes it
     # predicts are the same in every run with the same dims
     loose: tuple[str, ...] | None = None
-
-
-WEIGHT_ALIGN = 64  # bytes: a cache line, and AVX-512's vector
-
-
-def _pack(weights: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Read-only C-order copies of ``weights`` in one buffer, each starting at a multiple of
-    ``WEIGHT_ALIGN``."""
-    if not weights:
-        return {}
-    ends = [-(-w.nbytes // WEIGHT_ALIGN) * WEIGHT_ALIGN for w in weights.values()]
-    raw = np.empty(sum(ends) + WEIGHT_ALIGN, np.uint8)
-    at = -raw.ctypes.data % WEIGHT_ALIGN
-    packed = {}
-    for (name, w), size in zip(weights.items(), ends, strict=True):
-        copy = raw[at:at + w.nbytes].view(w.dtype).reshape(w.shape)
-        np.copyto(copy, w)
-        copy.flags.writeable = False
-        packed[name] = copy
-        at += size
-    return packed
 
 
 Slot = tuple[np.dtype, tuple[int, ...], int]  # an output's dtype, shape and nbytes
@@ -252,7 +231,7 @@ class Executor:
     def _aligned_weights(self) -> dict[str, np.ndarray]:
         """Copies of the initializers read in place from the model file or not on a 64-byte
         boundary, made on the first run and kept: one arena, each weight at a multiple of
-        ``WEIGHT_ALIGN``.
+        ``weights.CACHE_LINE``.
 
         A weight read in place from the model file sits at any byte offset. NumPy copies
         an operand misaligned for its dtype on *every* call (BLAS refuses it: a 2048x1000
@@ -267,8 +246,8 @@ class Executor:
             if self._aligned is None:
                 moved = {name: w for name, w in self.graph.initializers.items()
                          if isinstance(w, np.ndarray) and w.nbytes and w.dtype.kind in "biufc"
-                         and (w.ctypes.data % WEIGHT_ALIGN or mapping_of(w) is not None)}
-                self._aligned = _pack(moved)
+                         and (w.ctypes.data % CACHE_LINE or mapping_of(w) is not None)}
+                self._aligned = dict(zip(moved, packed(list(moved.values())), strict=True))
                 for w in moved.values():
                     release(w)
             return self._aligned

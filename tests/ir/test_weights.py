@@ -14,11 +14,15 @@ import pytest
 
 from gerules.fileio import map_input
 from gerules.ir import weights as weights_module
+from gerules.ir.layout import kept
 from gerules.ir.weights import (
+    CACHE_LINE,
     Deferred,
+    aligned,
     content_key,
     fingerprint,
     mapping_of,
+    packed,
     release,
     same,
     unique_arrays,
@@ -206,3 +210,35 @@ def test_released_pages_leave_memory_and_come_back_with_the_same_bytes(
     assert np.array_equal(view, data.reshape(1024, 1024))  # read again from the file
     release(data)  # not a view of a map: nothing happens
     assert np.array_equal(data, np.frombuffer(path.read_bytes()[100:], np.float32))
+
+
+def _off_line(a: np.ndarray, offset: int = 4) -> np.ndarray:
+    raw = np.empty(a.nbytes + 128, np.uint8)
+    at = -raw.ctypes.data % CACHE_LINE + offset
+    out = raw[at:at + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+def test_packed_copies_start_on_cache_lines_and_keep_the_values() -> None:
+    arrays = [np.arange(n, dtype=dt) for n, dt in ((3, np.float32), (17, np.int64),
+                                                    (1, np.uint8), (40, np.float16))]
+    copies = packed([_off_line(a) for a in arrays])
+    for a, c in zip(arrays, copies, strict=True):
+        assert c.ctypes.data % CACHE_LINE == 0 and not c.flags.writeable
+        assert c.dtype == a.dtype
+        np.testing.assert_array_equal(c, a)
+    on_line = packed([arrays[0]])[0]
+    assert aligned(on_line) is on_line
+    moved = aligned(_off_line(arrays[1]))
+    assert moved.ctypes.data % CACHE_LINE == 0
+    np.testing.assert_array_equal(moved, arrays[1])
+
+
+def test_a_kept_derived_weight_starts_on_a_cache_line() -> None:
+    w = np.arange(12, dtype=np.float32).reshape(3, 4)
+    w.flags.writeable = False
+    form = kept(w, "test: transposed off a cache line", lambda: _off_line(w.T.copy()))
+    assert form.ctypes.data % CACHE_LINE == 0 and not form.flags.writeable
+    np.testing.assert_array_equal(form, w.T)
+    assert kept(w, "test: transposed off a cache line", lambda: w.T.copy()) is form
