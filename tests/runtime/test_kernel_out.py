@@ -108,6 +108,12 @@ ONNX_CASES = [
     ("Div", 14, [_r(4, 4), _r(4, 1)], {}),
     ("Div", 14, [np.array([7, -7, 9], np.int64), np.array([2, 2, -4], np.int64)], {}),
     ("Equal", 13, [np.array([1, 2, 3], np.int64), np.array([1, 0, 3], np.int64)], {}),
+    ("Clip", 6, [_r(3, 9)], {"min": -0.5, "max": 0.5}),
+    ("Clip", 13, [_r(3, 9), np.float32(-0.5) * np.ones((), np.float32), None], {}),
+    ("Clip", 13, [_r(3, 9), None, np.ones((1,), np.float32)], {}),
+    ("Clip", 13, [np.arange(-6, 6, dtype=np.int32), np.array(-2, np.int32),
+                  np.array(3, np.int32)], {}),
+    ("Clip", 13, [_r(2, 5).astype(np.float16), np.array(0, np.float16), None], {}),
 ]
 
 
@@ -152,6 +158,30 @@ def test_in_place_kernel_out_over_its_input(op: str, opset: int, inputs: list) -
     x = inputs[0].copy()
     schema.kernel_out([x, *inputs[1:]], call, [x])
     np.testing.assert_array_equal(x, want)
+
+
+@pytest.mark.parametrize(("lo", "hi"), [(-1.0, 2.0), (None, 2.0), (-1.0, None), (None, None),
+                                         (3.0, -1.0)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int64, np.uint8])
+def test_clip_is_max_then_min_in_place_and_out_of_place(lo: float | None, hi: float | None,
+                                                        dtype: type) -> None:
+    """Clip against its definition ``min(max(x, lo), hi)`` (a missing bound clamps nothing,
+    NaN stays NaN), into a fresh output and over its own input."""
+    x = np.array([-300, -2, -1, 0, 1, 2, 5, 250], np.float64)
+    if np.dtype(dtype).kind == "f":
+        x = np.concatenate([x, [np.nan, -np.inf, np.inf]])
+    if np.dtype(dtype).kind == "u":
+        x = np.abs(x)
+    x = x.astype(dtype)
+    bounds = [None if v is None else np.array(abs(v) if np.dtype(dtype).kind == "u" else v,
+                                              dtype) for v in (lo, hi)]
+    want = x if bounds[0] is None else np.maximum(x, bounds[0])
+    want = want if bounds[1] is None else np.minimum(want, bounds[1])
+    schema = default_registry().get("Clip", "", 13)
+    np.testing.assert_array_equal(schema.kernel([x, *bounds], schema.call({}))[0], want)
+    y = x.copy()
+    schema.kernel_out([y, *bounds], schema.call({}), [y])
+    np.testing.assert_array_equal(y, want)
 
 
 @pytest.mark.parametrize(("op", "inputs"), [("Add", [_r(1, 4), _r(4)]), ("Relu", [_r(1, 4)]),

@@ -11,12 +11,12 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from ...errors import ShapeError
+from ...errors import KernelError, ShapeError
 from ..dtypes import OP_FLOATS
 from ..graph import TensorType
 from ..registry import ELEMENTWISE, INPLACE, Call
@@ -143,9 +143,33 @@ def swiglu(a: np.ndarray, b: np.ndarray, alpha: float = 1.0) -> np.ndarray:
     return np.asarray(swish(widen(a), alpha) * widen(b))
 
 
-def clip(x: np.ndarray, lo: Any = None, hi: Any = None) -> np.ndarray:
-    out = x if lo is None else np.maximum(x, np.asarray(lo, dtype=x.dtype))
-    return out if hi is None else np.minimum(out, np.asarray(hi, dtype=x.dtype))
+def clip(x: np.ndarray, lo: Any = None, hi: Any = None, out: np.ndarray | None = None
+         ) -> np.ndarray:
+    """``min(max(x, lo), hi)`` (a missing bound does not clamp), into ``out`` when given
+    (which may be ``x``). Scalar bounds go to ``np.clip`` as scalars of x's dtype, the
+    missing one as the dtype's extreme: its one SIMD pass, where ``maximum`` / ``minimum``
+    against a scalar take 8x as long."""
+    lo_s, hi_s = _scalar_bound(lo, x.dtype, False), _scalar_bound(hi, x.dtype, True)
+    if lo_s is None or hi_s is None:  # a bound that is no scalar: broadcast it
+        y = x if lo is None else np.maximum(x, np.asarray(lo, dtype=x.dtype))
+        y = y if hi is None else np.minimum(y, np.asarray(hi, dtype=x.dtype))
+        if out is None:
+            return np.asarray(y)
+        np.copyto(out, y)
+        return out
+    return np.asarray(np.clip(x, lo_s, hi_s, out=out))
+
+
+def _scalar_bound(bound: Any, dtype: np.dtype, upper: bool) -> Any:
+    """A Clip bound as a scalar of ``dtype`` (the dtype's extreme when absent), or ``None``
+    when it holds more than one value."""
+    if bound is None:
+        if dtype.kind == "f":
+            return dtype.type(np.inf if upper else -np.inf)
+        info = np.iinfo(dtype) if dtype.kind in "iu" else None
+        return None if info is None else dtype.type(info.max if upper else info.min)
+    value = np.asarray(bound, dtype=dtype)
+    return value.reshape(()).item() if value.size == 1 else None
 
 
 def _fused_clip(x: np.ndarray, a: Mapping[str, Any]) -> np.ndarray:
@@ -200,14 +224,8 @@ def activate_into(y: np.ndarray, attrs: Mapping[str, Any]) -> np.ndarray:
         relu(y, out=y)
     elif name == "Gelu" and y.dtype != np.float16:
         gelu(y, str(attrs.get("gelu_approximate") or "none"), out=y)
-    elif name == "Clip" and y.dtype != np.float16:  # clip's bounds, in place
-        lo, hi = attrs.get("clip_min"), attrs.get("clip_max")
-        if lo is not None and hi is not None:  # one pass: minimum(maximum(y, lo), hi)
-            np.clip(y, y.dtype.type(lo), y.dtype.type(hi), out=y)
-        elif lo is not None:
-            np.maximum(y, y.dtype.type(lo), out=y)
-        elif hi is not None:
-            np.minimum(y, y.dtype.type(hi), out=y)
+    elif name == "Clip" and y.dtype != np.float16:  # one pass in place
+        clip(y, attrs.get("clip_min"), attrs.get("clip_max"), out=y)
     elif name:
         y[...] = activate(y, attrs)
     return y
@@ -231,6 +249,24 @@ def _clip6_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
 def _clip11_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     x = need(at(inputs, 0), "Clip")
     return [clip(x, at(inputs, 1), at(inputs, 2))]
+
+
+def _clip6_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
+    x = need(at(inputs, 0), "Clip")
+    _check_out(x, outs[0])
+    clip(x, call.attrs.get("min"), call.attrs.get("max"), out=outs[0])
+
+
+def _clip11_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
+    x = need(at(inputs, 0), "Clip")
+    _check_out(x, outs[0])
+    clip(x, at(inputs, 1), at(inputs, 2), out=outs[0])
+
+
+def _check_out(x: np.ndarray, out: np.ndarray) -> None:
+    if out.shape != x.shape or out.dtype != x.dtype:
+        raise KernelError(f"Clip: the output is {out.dtype.name}{list(out.shape)}, the input "
+                          f"{x.dtype.name}{list(x.shape)}")
 
 
 def _same_as_x(types: Types, _c: object, call: Call) -> list[TensorType]:
@@ -295,9 +331,9 @@ SCHEMAS = [
     unary("Swish", 24, swish, dtypes=FLOAT, flops_per_elem=5,
           attrs=[attr("alpha", "float", 1.0)], doc="Y = X * sigmoid(alpha * X)"),
     schema("Clip", 6, "input", "output", _same_as_x, _clip6_kernel, attrs=CLIP_ATTRS,
-           traits={ELEMENTWISE, INPLACE}, flops=out_elems(2),
+           traits={ELEMENTWISE, INPLACE}, flops=out_elems(2), kernel_out=_clip6_out,
            doc="clamp to [min, max] given as attributes (opset 6-10)"),
     schema("Clip", 11, "input min? max?", "output", _same_as_x, _clip11_kernel,
-           traits={ELEMENTWISE, INPLACE}, flops=out_elems(2),
+           traits={ELEMENTWISE, INPLACE}, flops=out_elems(2), kernel_out=_clip11_out,
            doc="clamp to [min, max] given as optional scalar inputs (opset 11+)"),
 ]
