@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -83,3 +84,17 @@ def test_the_registry_loads_without_scipy() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_float32_erf_beyond_the_fit_is_one_without_a_clip_or_a_warning() -> None:
+    """Past 3.92 nothing clips x^2: the odd polynomial grows (to inf, quietly) and tanh of
+    it is 1, or one ulp below 1 up to x = 4.06."""
+    x = np.concatenate([np.linspace(3.92, 4.5, 20001), np.logspace(0.7, 38.5, 5001),
+                        [1.8e19, 2e19, 3.4e38]]).astype(np.float32)
+    x = x[np.isfinite(x) & (x >= np.float32(3.92))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for sign in (1, -1):
+            y = erf(sign * x) * sign
+            assert np.all((y == 1) | (y == np.float32(1) - np.float32(2.0**-24)))
+            assert np.all(y[x >= 4.06] == 1)
