@@ -99,7 +99,10 @@ class OpSchema:
     is the array of input ``i`` when it is known at compile time (else ``None``), so Reshape
     and friends can infer static shapes. ``kernel(inputs, call)`` computes the outputs;
     ``kernel_out(inputs, call, outs)``, when an op has it, computes the same values into
-    preallocated ``outs`` (no temporaries for the results: the runtime passes arena views).
+    preallocated ``outs`` (no temporaries for the results: the runtime passes arena views);
+    it runs under its caller's floating-point error state, which both runtimes set to ignore
+    for a whole run (inf and NaN are values, as in onnxruntime), so the elementwise ones set
+    none per call (a step right after a GEMM found NumPy's ``errstate`` cold and slow).
     ``flops`` estimates arithmetic work for the cost model (``None``: one op per output
     element, or zero for shape ops). ``fold_types`` gives outputs that follow from the input
     types alone (Shape of a static tensor is a constant).

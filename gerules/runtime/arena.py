@@ -181,8 +181,9 @@ def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
 
 def run_sequential(program: Program, env: Mapping[str, np.ndarray],
                    views: Mapping[str, np.ndarray]) -> None:
-    for step in program.steps:
-        execute(step, env, views)
+    with np.errstate(all="ignore"):  # for the whole run (see ``ir.registry.OpSchema``)
+        for step in program.steps:
+            execute(step, env, views)
 
 
 def run_streams(program: Program, env: Mapping[str, np.ndarray],
@@ -192,6 +193,10 @@ def run_streams(program: Program, env: Mapping[str, np.ndarray],
     failures: list[BaseException] = []
 
     def work(positions: Sequence[int]) -> None:
+        with np.errstate(all="ignore"):  # per thread: a new thread starts with the defaults
+            _work(positions)
+
+    def _work(positions: Sequence[int]) -> None:
         for pos in positions:
             step = program.steps[pos]
             for w in step.waits:

@@ -147,6 +147,10 @@ class Executor:
         self._lock = threading.Lock()
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        with np.errstate(all="ignore"):  # for the whole run (see ``ir.registry.OpSchema``)
+            return self._run(feeds)
+
+    def _run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         env: dict[str, np.ndarray] = arrays(self.graph.initializers)
         env.update(self._aligned_weights())
         bound: dict[str, int] = {}

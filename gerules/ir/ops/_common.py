@@ -342,7 +342,7 @@ def unary(
         return [y.astype(out_dtype or x.dtype, copy=False)]
 
     if into is None and isinstance(fn, np.ufunc) and fn.nin == 1:
-        into = _ufunc_into(fn)
+        into = fn
     traits = {ELEMENTWISE} | ({INPLACE} if out_dtype is None else set())
     return schema(op, since, "X", "Y", infer, kernel, attrs=attrs, traits=traits,
                   flops=out_elems(flops_per_elem), doc=doc,
@@ -391,48 +391,60 @@ def binary(
     if out_dtype is None:
         traits.add(INPLACE)
     if into is None and isinstance(fn, np.ufunc) and fn.nin == 2:
-        into = _ufunc_into(fn)
+        into = fn
     return schema(op, since, "A B", "C", infer, kernel, attrs=attrs, traits=traits,
                   flops=out_elems(1), doc=doc, kernel_out=elementwise_out(op, kernel, into))
-
-
-def _ufunc_into(fn: np.ufunc) -> Callable[..., object]:
-    def into(*args: np.ndarray) -> object:
-        return fn(*args[:-1], out=args[-1])
-
-    return into
 
 
 def elementwise_out(op: str, kernel: KernelFn, into: Callable[..., object] | None
                     ) -> KernelOutFn | None:
     """The ``kernel_out`` of an elementwise op (``None`` without an ``into``):
-    ``into(*operands, out, **attrs)`` straight into the output (NumPy's ufuncs are safe
-    when ``out`` is one of the operands), except for float16 or mixed operand dtypes, whose
-    ``kernel`` result (computed in float32, cast once) is copied in. Either way the operands
-    must broadcast to exactly the output's shape: a ufunc would silently broadcast them to a
-    larger ``out``."""
+    ``into(*operands, out, **attrs)`` straight into the output (a ufunc ``into`` is called
+    as ``into(*operands, out=out)``; NumPy's ufuncs are safe when ``out`` is one of the
+    operands), except for float16 or mixed operand dtypes, whose ``kernel`` result
+    (computed in float32, cast once) is copied in. Either way the operands must broadcast
+    to exactly the output's shape: a ufunc would silently broadcast them to a larger
+    ``out`` (checked by NumPy once per call and operand shapes). Written lean: it runs
+    after every GEMM's bias, when the interpreter's working set is cold."""
     if into is None:
         return None
+    ufunc = into if isinstance(into, np.ufunc) else None
 
     def kernel_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
         xs = [x for x in inputs if x is not None]
         out = outs[0]
-        if any(x.shape != out.shape for x in xs):  # else they are the output's shape
-            try:
-                shape = np.broadcast_shapes(*(x.shape for x in xs))
-            except ValueError as e:
-                raise KernelError(f"{op}: {e}") from None
-            if shape != out.shape:
-                raise KernelError(f"the operands give {out.dtype.name}{list(shape)}, the "
-                                  f"output is {out.dtype.name}{list(out.shape)}")
+        for x in xs:
+            if x.shape != out.shape:  # else they are all the output's shape
+                _check_broadcast(op, call, xs, out)
+                break
         first = xs[0].dtype
-        if first == F16 or any(x.dtype != first for x in xs):
+        mixed = first == F16
+        for x in xs:
+            mixed = mixed or x.dtype != first
+        if mixed:
             fill(outs, kernel(inputs, call), op)
-            return
-        with np.errstate(all="ignore"):
+        elif ufunc is not None:  # under the runtime's errstate (``OpSchema``)
+            ufunc(*xs, out=out)
+        else:
             into(*xs, out, **call.attrs)
 
     return kernel_out
+
+
+def _check_broadcast(op: str, call: Call, xs: Sequence[np.ndarray], out: np.ndarray) -> None:
+    """The operands ``xs`` broadcast to exactly ``out``'s shape (kept per call and shapes)."""
+    shapes = (out.shape, *(x.shape for x in xs))
+    shape = _BROADCASTS.get(call, shapes, lambda: _broadcast(op, shapes[1:]))
+    if shape != out.shape:
+        raise KernelError(f"the operands give {out.dtype.name}{list(shape)}, the output is "
+                          f"{out.dtype.name}{list(out.shape)}")
+
+
+def _broadcast(op: str, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError as e:
+        raise KernelError(f"{op}: {e}") from None
 
 
 def fill(outs: Sequence[np.ndarray], values: Sequence[np.ndarray], op: str) -> None:
@@ -491,6 +503,11 @@ class PerOwner(Generic[T]):
         self._held[id(owner)] = (owner, key, value)
         return value
 
+
+# an elementwise call's broadcast shape per (output, operand) shapes: a runtime step keeps
+# its Call, so NumPy works it out once per step (right after a GEMM has evicted the
+# interpreter's working set, ``np.broadcast_shapes`` took longer than the add)
+_BROADCASTS: PerOwner[tuple[int, ...]] = PerOwner()
 
 _SCRATCH = threading.local()  # .bufs: slot -> this thread's reusable byte buffer
 
