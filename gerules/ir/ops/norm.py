@@ -18,6 +18,7 @@ Invariants:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -153,7 +154,7 @@ def layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, axis: 
     with float32 statistics goes through it on a float32 copy; the rest (float16 statistics,
     strided inputs) take the plain NumPy formula below."""
     a = norm_axis(axis, x.ndim)
-    dt = np.dtype(_stats_dtype(x.dtype.name, stash))
+    dt = _F32 if stash == 1 else x.dtype  # (as _stats_dtype, without the dtype's name)
     if dt in _ROW_DTYPES and x.size and x.flags.c_contiguous:
         if x.dtype == dt:
             target = out if out is not None and _row_ready(out, x) else np.empty(x.shape, dt)
@@ -185,7 +186,8 @@ def layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, axis: 
     return y, mean, inv
 
 
-_ROW_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_F32 = np.dtype(np.float32)
+_ROW_DTYPES = (_F32, np.dtype(np.float64))
 
 
 def _row_ready(out: np.ndarray, x: np.ndarray) -> bool:
@@ -204,7 +206,7 @@ def _layer_norm_rows(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, 
     ``out *= inv``, ``out *= scale`` and ``out += bias``. A BLAS gemv against a ones vector
     would sum the rows faster, but its float32 mean is about twice as far from the exact one
     on rows with a large mean (1000 + N(0, 1)), so the pairwise sum stays."""
-    rows = int(np.prod(x.shape[:a], dtype=np.int64))
+    rows = math.prod(x.shape[:a])
     n = x.size // rows
     x2, y2 = x.reshape(rows, n), out.reshape(rows, n)
     dt = x.dtype

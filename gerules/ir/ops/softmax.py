@@ -10,6 +10,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 
@@ -74,7 +75,7 @@ def exp_rows(x2: np.ndarray, e2: np.ndarray) -> np.ndarray:
     xg, eg = x2.reshape(rows // group, group * n), e2.reshape(rows // group, group * n)
     np.subtract(xg, np.max(xg, axis=1, keepdims=True), out=eg)
     np.exp(e2, out=e2)
-    ones = np.ones(n, e2.dtype)
+    ones = _ones(n, e2.dtype)
     sums: np.ndarray = np.matmul(e2, ones)
     redo = np.flatnonzero(~(sums >= _FLOOR))  # NaN sums are redone too
     if group > 1 and redo.size:
@@ -84,6 +85,14 @@ def exp_rows(x2: np.ndarray, e2: np.ndarray) -> np.ndarray:
         e2[redo] = own
         sums[redo] = np.matmul(own, ones)
     return sums
+
+
+@functools.lru_cache(maxsize=64)
+def _ones(n: int, dtype: np.dtype) -> np.ndarray:
+    """A read-only vector of ``n`` ones (the gemv's other operand, made once per length)."""
+    ones = np.ones(n, dtype)
+    ones.flags.writeable = False
+    return ones
 
 
 def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
@@ -147,12 +156,11 @@ def _build(op: str, since: int, fn: AxisFn, flops: int, doc: str,
             raise KernelError(f"{op}: the output is {list(out.shape)}, the input is "
                               f"{list(x.shape)}")
         a = norm_axis(int(call.attrs["axis"]), max(x.ndim, 1))  # type: ignore[arg-type]
-        with np.errstate(all="ignore"):
-            if since >= 13:
-                into(x, a, out)
-            else:  # coerced to 2-D: views of both (the output is contiguous)
-                rows = int(np.prod(x.shape[:a], dtype=np.int64))
-                into(x.reshape(rows, -1), 1, out.reshape(rows, -1))
+        if since >= 13:  # under the runtime's errstate (``OpSchema``)
+            into(x, a, out)
+        else:  # coerced to 2-D: views of both (the output is contiguous)
+            rows = math.prod(x.shape[:a])
+            into(x.reshape(rows, -1), 1, out.reshape(rows, -1))
 
     return schema(op, since, "input", "output", infer, kernel,
                   attrs=[attr("axis", "int", -1 if since >= 13 else 1)], traits={INPLACE},
