@@ -148,7 +148,7 @@ def clip(x: np.ndarray, lo: Any = None, hi: Any = None, out: np.ndarray | None =
     """``min(max(x, lo), hi)`` (a missing bound does not clamp), into ``out`` when given
     (which may be ``x``). Scalar bounds go to ``np.clip`` as scalars of x's dtype, the
     missing one as the dtype's extreme: its one SIMD pass, where ``maximum`` / ``minimum``
-    against a scalar take 8x as long."""
+    against a scalar take several times as long."""
     lo_s, hi_s = _scalar_bound(lo, x.dtype, False), _scalar_bound(hi, x.dtype, True)
     if lo_s is None or hi_s is None:  # a bound that is no scalar: broadcast it
         y = x if lo is None else np.maximum(x, np.asarray(lo, dtype=x.dtype))
