@@ -273,8 +273,10 @@ def packed(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
 
 
 def aligned(array: np.ndarray) -> np.ndarray:
-    """``array`` when it is C-contiguous and starts on a cache line, else ``packed``'s copy."""
-    if array.flags.c_contiguous and not array.ctypes.data % CACHE_LINE:
+    """``array`` when it is C-contiguous and starts on a cache line (or holds objects, which
+    no BLAS reads), else ``packed``'s copy."""
+    if array.dtype.hasobject or (array.flags.c_contiguous
+                                 and not array.ctypes.data % CACHE_LINE):
         return array
     return packed([array])[0]
 
