@@ -256,7 +256,8 @@ CACHE_LINE = 64  # bytes: a cache line, and AVX-512's vector
 
 
 def packed(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Read-only C-order copies of ``arrays`` (numeric) in one new buffer, each starting at a
+    """Read-only C-order copies of ``arrays`` (any dtype that holds no objects: numbers,
+    ml_dtypes' bfloat16 and float8, fixed-width strings) in one new buffer, each starting at a
     multiple of ``CACHE_LINE`` bytes (one allocation: NumPy backs a large one with huge pages
     where the system allows it)."""
     ends = [-(-a.nbytes // CACHE_LINE) * CACHE_LINE for a in arrays]

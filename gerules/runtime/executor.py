@@ -249,7 +249,7 @@ class Executor:
         with self._lock:
             if self._aligned is None:
                 moved = {name: w for name, w in self.graph.initializers.items()
-                         if isinstance(w, np.ndarray) and w.nbytes and w.dtype.kind in "biufc"
+                         if isinstance(w, np.ndarray) and w.nbytes and not w.dtype.hasobject
                          and (w.ctypes.data % CACHE_LINE or mapping_of(w) is not None)}
                 self._aligned = dict(zip(moved, packed(list(moved.values())), strict=True))
                 for w in moved.values():

@@ -9,6 +9,7 @@ import hashlib
 import mmap
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -222,7 +223,9 @@ def _off_line(a: np.ndarray, offset: int = 4) -> np.ndarray:
 
 def test_packed_copies_start_on_cache_lines_and_keep_the_values() -> None:
     arrays = [np.arange(n, dtype=dt) for n, dt in ((3, np.float32), (17, np.int64),
-                                                    (1, np.uint8), (40, np.float16))]
+                                                    (1, np.uint8), (40, np.float16),
+                                                    (9, ml_dtypes.bfloat16))]
+    arrays.append(np.array(["ab", "cde"]))  # a fixed-width string tensor
     copies = packed([_off_line(a) for a in arrays])
     for a, c in zip(arrays, copies, strict=True):
         assert c.ctypes.data % CACHE_LINE == 0 and not c.flags.writeable
