@@ -4,7 +4,8 @@
 minute load averages from ``os.getloadavg``, taken when called), the BLAS library NumPy
 loaded and the kernel it picked (``threadpoolctl`` when installed: the ``bench`` extra),
 whether ``OPENBLAS_CORETYPE`` is set (OpenBLAS then uses that kernel instead of detecting the
-CPU), the BLAS thread count and the Python, NumPy and onnxruntime versions.
+CPU), the BLAS thread count, the Python, NumPy and onnxruntime versions, and whether the
+runtime's compiled loops run (``jit``: Numba installed and not switched off).
 
 ``Verdicts.check(label, value, limit)`` is one line ``PASS``/``FAIL label: value <= limit``;
 a bench collects them and writes them into its JSON.
@@ -72,7 +73,20 @@ def facts() -> dict[str, Any]:
         out["onnxruntime"] = onnxruntime.__version__
     except ImportError:
         pass
+    out["jit"] = jit()
     return out
+
+
+def jit() -> str:
+    """Whether the runtime's compiled loops run (the 'jit' extra: Numba), and which Numba."""
+    from gerules.ir.ops import _jit
+
+    if not _jit.available():
+        off = os.environ.get(_jit.ENV) == "0"
+        return f"off ({f'{_jit.ENV}=0' if off else 'numba not installed'})"
+    import numba
+
+    return f"numba {numba.__version__}"
 
 
 def describe(f: dict[str, Any]) -> str:
@@ -83,7 +97,7 @@ def describe(f: dict[str, Any]) -> str:
     load = "/".join(str(x) for x in f["load_avg_1_5_15"])
     return (f"machine: {f['cpus']} cpus ({f['cpu']}), load {load} (1/5/15 min; the machine is "
             f"shared, timings vary with it), BLAS: {kernels or 'unknown'}, OPENBLAS_CORETYPE="
-            f"{core if core is not None else '(unset)'}")
+            f"{core if core is not None else '(unset)'}, compiled loops: {f.get('jit', 'unknown')}")
 
 
 @dataclass

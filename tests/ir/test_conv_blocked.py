@@ -17,7 +17,7 @@ from onnx import helper
 from gerules.ir import formats as F
 from gerules.ir import layout
 from gerules.ir.graph import TensorType
-from gerules.ir.ops import conv_blocked
+from gerules.ir.ops import _jit, conv_blocked
 from gerules.ir.ops._common import scratch
 from gerules.ir.ops.api import evaluate
 from gerules.ir.ops.conv_blocked import fused_conv_blocked
@@ -221,3 +221,35 @@ print("scipy" in sys.modules)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if len(c) == 12], ids=_name)
+def test_conv_epilogue_loop_gives_the_numpy_passes_bit_for_bit(
+        case: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The move, residual and ReLU as one compiled pass (``_jit.rows_to_blocks``, the 'jit'
+    extra) from a step's second call: the same values as the NumPy passes of the first."""
+    pytest.importorskip("numba", reason="the loop is compiled by Numba (the 'jit' extra)")
+    monkeypatch.setattr(_jit, "MIN_ELEMENTS", 0)  # the cases are small
+    taken: list[str] = []
+    loop = _jit.loop
+
+    def spy(name: str, call: object) -> object:
+        fn = loop(name, call)
+        if fn is not None:
+            taken.append(name)
+        return fn
+
+    monkeypatch.setattr(_jit, "loop", spy)
+    ins, attrs, _ = _instance(case, seed=11 + case[1])
+    held, types = _blocked(ins)
+    schema = default_registry().get("FusedConv", "ge", 1)
+    assert schema is not None
+    call = schema.call(attrs, 1, types=types)
+    got = []
+    for _ in range(2):  # NumPy passes, then the loop where it applies
+        out = np.full(conv_blocked._plan(held[0], call).shape, np.nan, held[0].dtype)
+        assert fused_conv_blocked(held, call, [out]) is not None
+        got.append(out)
+    assert np.array_equal(got[0], got[1], equal_nan=True)
+    loops = case[9] != "float16" and attrs["activation"] in ("", "Relu")
+    assert taken == (["rows_to_blocks"] if loops else [])

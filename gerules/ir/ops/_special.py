@@ -31,13 +31,18 @@ from typing import Any
 
 import numpy as np
 
+from . import _jit
+
 # atanh(erf(x)) / x = P(x^2), highest power first
 _P = tuple(np.float32(c) for c in (
     1.4924641789093585e-07, -5.770246843894711e-06, 8.807177800917998e-05,
     -0.0006203819066286087, -0.00019183024414815009, 0.10276934504508972,
     1.128379225730896))
+_P32 = tuple(_P)  # for _jit.odd_polynomial, which takes degree 6
+assert len(_P32) == 7
 BLOCK = 32768  # elements per block: the work arrays stay in L2
 _INV_SQRT2 = np.float32(1 / np.sqrt(2.0))
+_ONE, _HALF = np.float32(1), np.float32(0.5)
 
 
 def _special() -> Any:
@@ -52,15 +57,39 @@ def erf(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     return np.asarray(_special().erf(x, out=out))
 
 
-def erf32(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """float32 ``erf`` of ``x`` into ``out`` (a new array when ``None``; may be ``x``)."""
-    return _blocked(x, out, _erf_block)
+def erf32(x: np.ndarray, out: np.ndarray | None = None, step: object = None) -> np.ndarray:
+    """float32 ``erf`` of ``x`` into ``out`` (a new array when ``None``; may be ``x``).
+    ``step``: the runtime step calling (its ``Call``), for ``_jit``'s one-pass polynomial."""
+    loop = _loop(x, step, "odd_polynomial")
+    if loop is None:
+        return _blocked(x, out, _erf_block)
+
+    def block(xb: np.ndarray, ob: np.ndarray, work: tuple[np.ndarray, ...]) -> None:
+        loop(xb, _ONE, _P32, work[0])  # the same values as _erf_block's 13 passes
+        np.tanh(work[0], out=ob)
+
+    return _blocked(x, out, block)
 
 
-def gelu32(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def gelu32(x: np.ndarray, out: np.ndarray | None = None, step: object = None) -> np.ndarray:
     """float32 ``x * (1 + erf(x / sqrt 2)) / 2`` into ``out`` (may be ``x``), evaluated in
-    the same cache-sized blocks as ``erf32``."""
-    return _blocked(x, out, _gelu_block)
+    the same cache-sized blocks as ``erf32``; ``step`` as there."""
+    loop, tail = _loop(x, step, "odd_polynomial"), _loop(x, step, "half_times")
+    if loop is None or tail is None:
+        return _blocked(x, out, _gelu_block)
+
+    def block(xb: np.ndarray, ob: np.ndarray, work: tuple[np.ndarray, ...]) -> None:
+        loop(xb, _INV_SQRT2, _P32, work[0])  # _gelu_block's passes, fused around the tanh
+        np.tanh(work[0], out=work[0])
+        tail(work[0], xb, _HALF, _ONE, ob)
+
+    return _blocked(x, out, block)
+
+
+def _loop(x: np.ndarray, step: object, name: str) -> Callable[..., None] | None:
+    if step is None or x.size < _jit.MIN_ELEMENTS or x.dtype != np.float32:
+        return None
+    return _jit.loop(name, step)
 
 
 _Block = Callable[[np.ndarray, np.ndarray, tuple[np.ndarray, ...]], None]

@@ -83,9 +83,10 @@ def hard_swish(x: np.ndarray) -> np.ndarray:
     return np.asarray(x * hard_sigmoid(x, 1.0 / 6.0, 0.5))
 
 
-def gelu(x: np.ndarray, approximate: str = "none", out: np.ndarray | None = None
-         ) -> np.ndarray:
-    """x * (1 + erf(x / sqrt 2)) / 2 (or the tanh form), into ``out`` (may be ``x``)."""
+def gelu(x: np.ndarray, approximate: str = "none", out: np.ndarray | None = None,
+         step: object = None) -> np.ndarray:
+    """x * (1 + erf(x / sqrt 2)) / 2 (or the tanh form), into ``out`` (may be ``x``);
+    ``step``: what a runtime step keeps across runs, for ``_jit``'s loops (float32)."""
     f = x.dtype.type
     if approximate == "tanh":
         inner = f(SQRT_2_OVER_PI) * (x + f(0.044715) * x * x * x)
@@ -94,7 +95,7 @@ def gelu(x: np.ndarray, approximate: str = "none", out: np.ndarray | None = None
     if approximate != "none":
         raise ShapeError(f"Gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     if x.dtype == np.float32 and (out is None or out.dtype == np.float32):
-        return _special.gelu32(x, out)
+        return _special.gelu32(x, out, step)
     t = scratch(x.shape, x.dtype)  # (1 + erf(x / sqrt 2)) / 2, then times x
     np.divide(x, f(np.sqrt(2.0)), out=t)
     _special.erf(t, out=t)
@@ -222,8 +223,8 @@ def activate_into(y: np.ndarray, attrs: Mapping[str, Any]) -> np.ndarray:
     name = check_activation(attrs)
     if name == "Relu":
         relu(y, out=y)
-    elif name == "Gelu" and y.dtype != np.float16:
-        gelu(y, str(attrs.get("gelu_approximate") or "none"), out=y)
+    elif name == "Gelu" and y.dtype != np.float16:  # a step's Call keeps its attrs
+        gelu(y, str(attrs.get("gelu_approximate") or "none"), out=y, step=attrs)
     elif name == "Clip" and y.dtype != np.float16:  # one pass in place
         clip(y, attrs.get("clip_min"), attrs.get("clip_max"), out=y)
     elif name:

@@ -45,9 +45,10 @@ import numpy as np
 from .. import formats as F
 from ..layout import kept
 from ..registry import Call
+from . import _jit
 from ._common import Arrays, PerOwner, at, iattr, scratch
 from ._window import Window, kernel_of, window
-from .activation import activate_into
+from .activation import activate_into, check_activation
 
 FLOATS = frozenset({"float16", "float32", "float64"})
 
@@ -124,6 +125,8 @@ def fused_conv_blocked(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]
         cols = _patches(x, plan.c, plan.win, work, ones=b is not None)
         y = scratch((cols.shape[0], lanes), work, slot=2)
         np.matmul(cols, _gemm_weight(w, b, plan.weight, work, lanes), out=y)
+        if _epilogue(y, z, out, plan.m, call):
+            return [out]
         _from_rows(y, out)
     if z is not None:
         out += z
@@ -131,6 +134,32 @@ def fused_conv_blocked(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]
     activate_into(out, call.attrs)
     F.zero_lanes(out, plan.m)
     return [out]
+
+
+def _epilogue(y: np.ndarray, z: np.ndarray | None, out: np.ndarray, m: int, call: Call
+              ) -> bool:
+    """The move into ``out``, the residual ``z``, ReLU and the padding lanes as one compiled
+    pass (``_jit.rows_to_blocks``) when a runtime step runs it again and the ``jit`` extra
+    is installed; ``False``: nothing done, the NumPy passes run."""
+    if out.size < _jit.MIN_ELEMENTS or y.dtype != out.dtype:
+        return False
+    act = check_activation(call.attrs)
+    if act not in ("", "Relu"):
+        return False
+    n, m1, ho, wo, m0 = out.shape
+    if y.shape[0] != n * ho * wo or y.shape[1] < m1 * m0:
+        return False
+    blocks = out.reshape(n, m1, ho * wo, m0)
+    zb = blocks if z is None else z.reshape(blocks.shape)
+    if not _jit.fits(out, y) or (z is not None and (np.may_share_memory(z, out)
+                                                    or not _jit.fits(z, y))):
+        return False  # (the NumPy passes move into ``out`` before reading Z)
+    fn = _jit.loop("rows_to_blocks", call)
+    if fn is None:
+        return False
+    fn(y, zb, blocks, z is not None, act == "Relu", out.dtype.type(0))
+    F.zero_lanes(out, m)
+    return True
 
 
 def _gemm_weight(w: np.ndarray, b: np.ndarray | None, shape: tuple[int, ...],

@@ -28,6 +28,7 @@ from ..dtypes import OP_FLOATS
 from ..graph import TensorType
 from ..layout import NORM_LAST
 from ..registry import INPLACE, Call, FlopsFn
+from . import _jit
 from ._common import (
     Arrays,
     Types,
@@ -82,7 +83,9 @@ def _bn_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
 def _bn_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
     """Inference batch norm into ``outs[0]`` (which may be X itself): one scale and one
     shift per channel, from the small vectors in float64, then ``y = x * a + b`` in two
-    passes and no temporary. A float16 X is computed in float32 and rounded once."""
+    passes and no temporary (one compiled pass from a runtime step's second call when
+    the ``jit`` extra is installed: ``_jit``). A float16 X is computed in float32 and
+    rounded once."""
     _bn_check(call)
     x, scale, b, mean, var = (need(at(inputs, i), "BatchNormalization") for i in range(5))
     y = outs[0]
@@ -97,8 +100,16 @@ def _bn_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
     if y.dtype != dt:  # float16 through float32
         y[...] = _bn_kernel(inputs, call)[0]
         return
-    np.multiply(x, a.astype(dt).reshape(shape), out=y)
-    y += shift.astype(dt).reshape(shape)
+    a, shift = a.astype(dt), shift.astype(dt)
+    if (x.size >= _jit.MIN_ELEMENTS and x.ndim >= 2 and a.shape == shift.shape == x.shape[1:2]
+            and _jit.fits(x, y)):
+        fn = _jit.loop("affine_channels", call)
+        if fn is not None:  # the same two roundings per element, in one pass
+            fn(x.reshape(x.shape[0], x.shape[1], -1), a, shift,
+               y.reshape(y.shape[0], y.shape[1], -1))
+            return
+    np.multiply(x, a.reshape(shape), out=y)
+    y += shift.reshape(shape)
 
 
 def _bn14_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:

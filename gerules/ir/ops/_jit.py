@@ -1,0 +1,166 @@
+"""Single-pass loops compiled by Numba (the optional ``jit`` extra) where NumPy needs passes.
+
+NumPy runs ``y = x * a + b`` per channel as two passes over memory, the blocked conv's
+epilogue (GEMM rows moved into NC1HWC0, the residual added, ReLU) as three, and float32
+``erf``'s polynomial as thirteen; onnxruntime runs each as one loop. These are those loops,
+written as plain Python over arrays and compiled by Numba when it is installed.
+
+Invariants:
+- Each loop computes what its NumPy counterpart computes, operation for operation in the
+  same dtype and order (Numba contracts nothing into a fused multiply-add without
+  ``fastmath``), so whichever runs, the values are the same (a zero's sign aside, as
+  ``np.maximum`` gives +0 for ReLU of -0 and so do these). The NumPy code stays the
+  specification and runs whenever a loop does not.
+- ``loop(name, call)`` returns a loop only from a runtime step's second call on (counted
+  per ``Call``, which a step keeps across runs), so a one-shot ``ge-rewrite run`` never
+  pays for a compile (the process's first one takes about half a second). Kernels called
+  with a fresh ``Call`` each time (folding, verification) always take the NumPy path.
+- Numba is imported only then. Without it, or with ``GERULES_JIT=0`` in the environment
+  when the first loop is asked for, every kernel runs its NumPy path.
+- Nothing compiled is cached on disk: Numba's cache is pickled, and nothing we load may
+  run code.
+- Loops release the GIL (``nogil``): stream threads run them side by side.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ._common import PerOwner
+
+ENV = "GERULES_JIT"
+MIN_ELEMENTS = 4096  # below this a NumPy pass costs less than the call's checks
+
+
+def affine_channels(x: np.ndarray, a: np.ndarray, b: np.ndarray, y: np.ndarray) -> None:
+    """``y[n, c, i] = x[n, c, i] * a[c] + b[c]`` over ``[N, C, L]`` arrays (``y`` may be
+    ``x``): what ``np.multiply(x, a, out=y); y += b`` computes, in one pass."""
+    for n in range(x.shape[0]):
+        for c in range(x.shape[1]):
+            ac = a[c]
+            bc = b[c]
+            for i in range(x.shape[2]):
+                y[n, c, i] = x[n, c, i] * ac + bc
+
+
+def rows_to_blocks(y: np.ndarray, z: np.ndarray, out: np.ndarray, residual: bool,
+                   relu: bool, zero: Any) -> None:
+    """The blocked conv's epilogue in one pass: GEMM rows ``y`` [N*HW, >= M1*M0] moved into
+    ``out`` [N, M1, HW, M0], plus ``z`` (the shape of ``out``; may be ``out`` itself) when
+    ``residual``, then ReLU when ``relu`` (``v`` when ``v > 0`` or NaN, else ``zero``, as
+    ``np.maximum(v, 0)``). Padding lanes are the caller's to zero."""
+    hw, m0 = out.shape[2], out.shape[3]
+    for n in range(out.shape[0]):
+        for k in range(out.shape[1]):
+            first = k * m0
+            for p in range(hw):  # one C0 chunk: 1-D views, so the inner loop is a vector
+                src = y[n * hw + p]
+                dst = out[n, k, p]
+                if residual:
+                    add = z[n, k, p]
+                    for j in range(m0):
+                        v = src[first + j] + add[j]
+                        dst[j] = v if (v > zero or v != v or not relu) else zero
+                else:
+                    for j in range(m0):
+                        v = src[first + j]
+                        dst[j] = v if (v > zero or v != v or not relu) else zero
+
+
+def odd_polynomial(x: np.ndarray, scale: Any, c: tuple[Any, ...], r: np.ndarray) -> None:
+    """``r = t * P(t^2)`` with ``t = x * scale`` (skipped when ``scale`` is 1) and P of
+    degree 6 given by its seven coefficients ``c``, highest power first, by Horner's rule:
+    the passes of ``_special``'s erf before its ``tanh``, element by element in the same
+    order and dtype (written out: a loop over the coefficients would keep the elements'
+    loop from being vectorised)."""
+    c0, c1, c2, c3, c4, c5, c6 = c
+    one = scale == 1
+    for i in range(x.shape[0]):
+        t = x[i] if one else x[i] * scale
+        z = t * t
+        v = z * c0
+        v = (v + c1) * z
+        v = (v + c2) * z
+        v = (v + c3) * z
+        v = (v + c4) * z
+        v = (v + c5) * z
+        r[i] = (v + c6) * t
+
+
+def half_times(r: np.ndarray, x: np.ndarray, half: Any, one: Any, out: np.ndarray) -> None:
+    """``out = (r + 1) * x * 0.5``: GELU's passes after the ``tanh``, element by element."""
+    for i in range(x.shape[0]):
+        out[i] = ((r[i] + one) * x[i]) * half
+
+
+def fits(*arrays: np.ndarray) -> bool:
+    """The arrays a loop reads and writes are C-contiguous, and any two that share memory are
+    the same memory (an in-place output): a loop reads each element before it writes its
+    own, and nothing else."""
+    if not all(a.flags.c_contiguous for a in arrays):
+        return False
+    for i, a in enumerate(arrays):
+        for b in arrays[i + 1:]:
+            if np.may_share_memory(a, b) and not (
+                    a.ctypes.data == b.ctypes.data and a.shape == b.shape
+                    and a.dtype == b.dtype):
+                return False
+    return True
+
+
+_SOURCES: dict[str, Callable[..., None]] = {
+    "affine_channels": affine_channels,
+    "rows_to_blocks": rows_to_blocks,
+    "odd_polynomial": odd_polynomial,
+    "half_times": half_times,
+}
+_COMPILED: dict[str, Callable[..., None]] = {}
+_LOCK = threading.Lock()
+_NUMBA: list[Any] = []  # [the numba module or None] once looked for
+_CALLS: PerOwner[dict[str, int]] = PerOwner()  # per step's Call: the loops it asked for
+
+
+def loop(name: str, call: object) -> Callable[..., None] | None:
+    """The compiled loop ``name`` for this call of a runtime step, or ``None`` (the step's
+    first call, no Numba, or ``GERULES_JIT=0``): then NumPy runs."""
+    seen = _CALLS.get(call, None, dict)
+    if name not in seen:
+        seen[name] = 1
+        return None
+    fn = _COMPILED.get(name)
+    return fn if fn is not None else _compile(name)
+
+
+def _compile(name: str) -> Callable[..., None] | None:
+    numba = _numba()
+    if numba is None:
+        return None
+    with _LOCK:
+        fn = _COMPILED.get(name)
+        if fn is None:
+            fn = _COMPILED[name] = numba.njit(nogil=True, cache=False)(_SOURCES[name])
+        return fn
+
+
+def _numba() -> Any:
+    if not _NUMBA:
+        module: Any = None
+        if os.environ.get(ENV, "1") != "0":
+            try:
+                module = importlib.import_module("numba")
+            except ImportError:
+                module = None
+        _NUMBA.append(module)
+    return _NUMBA[0]
+
+
+def available() -> bool:
+    """Numba is installed and not switched off: steps run compiled loops from their second
+    call on."""
+    return _numba() is not None

@@ -1,0 +1,93 @@
+"""The compiled single-pass loops (``ir.ops._jit``, the ``jit`` extra): each gives exactly what
+its NumPy passes give, a runtime step takes a loop only from its second call on, and what a
+loop cannot take safely (partial overlaps, strided arrays, mismatched vectors) runs NumPy.
+The blocked conv's epilogue loop is checked with the blocked conv (``test_conv_blocked``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from gerules.ir.ops import _jit, norm
+from gerules.ir.registry import Call
+
+numba = pytest.importorskip("numba", reason="the loops are compiled by Numba (the 'jit' extra)")
+
+
+@pytest.fixture
+def every_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loops for arrays of any size (the tests' arrays are small)."""
+    monkeypatch.setattr(_jit, "MIN_ELEMENTS", 0)
+
+
+def _bn_inputs(shape: tuple[int, ...], dtype: str, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(dtype)
+    flat = x.reshape(-1)
+    flat[:4] = [np.nan, np.inf, -np.inf, -0.0]  # specials pass through as NumPy passes them
+    c = shape[1]
+    return [x, *(rng.standard_normal(c).astype(dtype) for _ in range(3)),
+            (rng.random(c) + 0.1).astype(dtype)]
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=True)
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 5, 7), (2, 3, 11), (3, 5), (1, 64, 56, 56)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_batch_norm_loop_gives_the_numpy_passes_bit_for_bit(
+        shape: tuple[int, ...], dtype: str, in_place: bool, every_size: None) -> None:
+    ins = _bn_inputs(shape, dtype, seed=len(shape) + shape[1])
+    call = Call({"epsilon": 1e-5})
+    got = []
+    for _ in range(2):  # the first call runs NumPy, the second the loop
+        x = ins[0].copy()
+        y = x if in_place else np.full_like(x, 7)
+        norm._bn_out([x, *ins[1:]], call, [y])
+        got.append(y)
+    assert "affine_channels" in _jit._COMPILED
+    assert _same(got[0], got[1])
+
+
+def test_a_step_takes_a_loop_from_its_second_call_only(every_size: None,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[str] = []
+    compile_ = _jit._compile
+    monkeypatch.setattr(_jit, "_COMPILED", {})
+    monkeypatch.setattr(_jit, "_compile", lambda name: asked.append(name) or compile_(name))
+    ins = _bn_inputs((1, 4, 6, 6), "float32", seed=3)
+    step = Call({"epsilon": 1e-5})
+    norm._bn_out(ins, step, [np.empty_like(ins[0])])
+    norm._bn_out(ins, Call({"epsilon": 1e-5}), [np.empty_like(ins[0])])  # another step
+    assert asked == [], "a first call never compiles"
+    norm._bn_out(ins, step, [np.empty_like(ins[0])])
+    assert asked == ["affine_channels"]
+    norm._bn_out(ins, step, [np.empty_like(ins[0])])
+    assert asked == ["affine_channels"], "compiled once"
+
+
+def test_what_a_loop_cannot_take_runs_numpy(every_size: None) -> None:
+    x = np.arange(48, dtype=np.float32).reshape(1, 4, 12)
+    assert _jit.fits(x, x) and _jit.fits(x, x.copy())
+    assert not _jit.fits(x[:, :, ::2], np.empty((1, 4, 6), np.float32)), "strided"
+    buf = np.zeros(60, np.float32)
+    assert not _jit.fits(buf[:48].reshape(x.shape), buf[12:].reshape(x.shape)), "overlap"
+    ins = _bn_inputs((1, 4, 3, 4), "float32", seed=5)
+    call = Call({"epsilon": 1e-5})
+    short = [ins[0], ins[1][:3], *ins[2:]]  # a tampered scale: one channel short
+    for _ in range(2):  # NumPy refuses it on every call; the loop never reads past it
+        with pytest.raises(ValueError):
+            norm._bn_out(short, call, [np.empty_like(ins[0])])
+
+
+def test_switched_off_by_the_environment() -> None:
+    code = ("from gerules.ir.ops import _jit; import sys; "
+            "sys.exit(0 if not _jit.available() and 'numba' not in sys.modules else 1)")
+    env = {**os.environ, _jit.ENV: "0"}
+    assert subprocess.run([sys.executable, "-c", code], env=env).returncode == 0
