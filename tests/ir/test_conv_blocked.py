@@ -223,13 +223,15 @@ print("scipy" in sys.modules)
     assert done.stdout.strip() == "False"
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if len(c) == 12], ids=_name)
-def test_conv_epilogue_loop_gives_the_numpy_passes_bit_for_bit(
+@pytest.mark.parametrize("case", CASES, ids=_name)
+def test_compiled_loops_give_the_numpy_passes_bit_for_bit(
         case: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
     """The move, residual and ReLU as one compiled pass (``_jit.rows_to_blocks``, the 'jit'
-    extra) from a step's second call: the same values as the NumPy passes of the first."""
+    extra), and a depthwise conv's taps and bias (``_jit.depthwise_rows``), from a step's
+    second call: the same values as the NumPy passes of the first."""
     pytest.importorskip("numba", reason="the loop is compiled by Numba (the 'jit' extra)")
     monkeypatch.setattr(_jit, "MIN_ELEMENTS", 0)  # the cases are small
+    monkeypatch.setattr(conv_blocked, "ROW_LOOP", 0)
     taken: list[str] = []
     loop = _jit.loop
 
@@ -251,5 +253,8 @@ def test_conv_epilogue_loop_gives_the_numpy_passes_bit_for_bit(
         assert fused_conv_blocked(held, call, [out]) is not None
         got.append(out)
     assert np.array_equal(got[0], got[1], equal_nan=True)
-    loops = case[9] != "float16" and attrs["activation"] in ("", "Relu")
-    assert taken == (["rows_to_blocks"] if loops else [])
+    if len(case) > 12:
+        assert taken == ([] if case[9] == "float16" else ["depthwise_rows"])
+    else:
+        loops = case[9] != "float16" and attrs["activation"] in ("", "Relu")
+        assert taken == (["rows_to_blocks"] if loops else [])

@@ -1,8 +1,9 @@
 """Single-pass loops compiled by Numba (the optional ``jit`` extra) where NumPy needs passes.
 
 NumPy runs ``y = x * a + b`` per channel as two passes over memory, the blocked conv's
-epilogue (GEMM rows moved into NC1HWC0, the residual added, ReLU) as three, and float32
-``erf``'s polynomial as thirteen; onnxruntime runs each as one loop. These are those loops,
+epilogue (GEMM rows moved into NC1HWC0, the residual added, ReLU) as three, a depthwise
+conv as two per tap, and float32 ``erf``'s polynomial as thirteen; onnxruntime runs each as
+one loop. These are those loops,
 written as plain Python over arrays and compiled by Numba when it is installed.
 
 Invariants:
@@ -59,8 +60,8 @@ def rows_to_blocks(y: np.ndarray, z: np.ndarray, out: np.ndarray, residual: bool
     for n in range(out.shape[0]):
         for k in range(out.shape[1]):
             first = k * m0
-            for p in range(hw):  # one C0 chunk: 1-D views, so the inner loop is a vector
-                src = y[n * hw + p]
+            for p in range(hw):  # one C0 chunk (whole rows as 1-D views: measured
+                src = y[n * hw + p]  # faster than a slice per chunk)
                 dst = out[n, k, p]
                 if residual:
                     add = z[n, k, p]
@@ -71,6 +72,44 @@ def rows_to_blocks(y: np.ndarray, z: np.ndarray, out: np.ndarray, residual: bool
                     for j in range(m0):
                         v = src[first + j]
                         dst[j] = v if (v > zero or v != v or not relu) else zero
+
+
+def depthwise_rows(phases: np.ndarray, factors: np.ndarray, bias: np.ndarray,
+                   has_bias: bool, kernel: tuple[int, int], strides: tuple[int, int],
+                   dilations: tuple[int, int], acc: np.ndarray) -> None:
+    """A depthwise conv on blocks, an output row at a time: the row of ``acc`` [N, C1, Ho,
+    Wo, C0] is the first tap's product, then each next tap's added (``phases`` [N, C1, Hp,
+    sw, Wp / sw, C0]: the padded input with its columns split by stride phase, so a tap's
+    inputs for a row are one contiguous run; ``factors`` [taps, C1, 1, Wo, C0]: each tap's
+    per-channel factors repeated along the row), then ``bias[k*C0 + l]`` when ``has_bias``:
+    the blocked conv's per-tap passes, element by element in the same order, with the row
+    in L1 across its taps instead of the whole output in memory."""
+    (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilations
+    c0 = acc.shape[4]
+    width = acc.shape[3] * c0
+    for n in range(acc.shape[0]):
+        for k in range(acc.shape[1]):
+            for y in range(acc.shape[2]):
+                row = acc[n, k, y].reshape(width)
+                for t in range(kh * kw):
+                    i = t // kw
+                    col = (t - i * kw) * dw
+                    first = (col // sw) * c0  # (sliced first: an index that cannot be
+                    src = phases[n, k, y * sh + i * dh, col % sw].reshape(-1)[
+                        first:first + width]  # negative lets the loop be vectorised)
+                    f = factors[t, k, 0].reshape(width)
+                    if t == 0:
+                        for q in range(width):
+                            row[q] = src[q] * f[q]
+                    else:
+                        for q in range(width):
+                            row[q] = row[q] + src[q] * f[q]
+                if has_bias:
+                    b = bias[k * c0:(k + 1) * c0]
+                    for x in range(acc.shape[3]):
+                        lanes = row[x * c0:(x + 1) * c0]
+                        for m in range(c0):
+                            lanes[m] = lanes[m] + b[m]
 
 
 def odd_polynomial(x: np.ndarray, scale: Any, c: tuple[Any, ...], r: np.ndarray) -> None:
@@ -117,6 +156,7 @@ def fits(*arrays: np.ndarray) -> bool:
 _SOURCES: dict[str, Callable[..., None]] = {
     "affine_channels": affine_channels,
     "rows_to_blocks": rows_to_blocks,
+    "depthwise_rows": depthwise_rows,
     "odd_polynomial": odd_polynomial,
     "half_times": half_times,
 }

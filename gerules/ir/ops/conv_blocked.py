@@ -51,6 +51,7 @@ from ._window import Window, kernel_of, window
 from .activation import activate_into, check_activation
 
 FLOATS = frozenset({"float16", "float32", "float64"})
+ROW_LOOP = 192  # output values per row from which the compiled depthwise loop pays
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,10 +115,12 @@ def fused_conv_blocked(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]
     lanes = shape[1] * shape[4]
     if plan.depthwise:
         acc = out if work == x.dtype else scratch(shape, work, slot=2)
-        _depthwise(x, plan.c, _tap_weight(w, plan.weight, work, lanes), plan.win, acc)
+        bias = None
         if b is not None:
             bias = np.zeros(lanes, work)
             bias[:plan.m] = b
+        if not _depthwise(x, plan.c, _tap_weight(w, plan.weight, work, lanes), plan.win, acc,
+                          bias, call) and bias is not None:
             acc += bias.reshape(1, shape[1], 1, 1, shape[4])
         if acc is not out:
             np.copyto(out, acc, casting="same_kind")
@@ -200,12 +203,10 @@ def _tap_weight(w: np.ndarray, shape: tuple[int, ...], work: np.dtype, lanes: in
     return kept(w, f"depthwise taps [KH*KW, C] from FRACTAL_Z in {work.name}", make)
 
 
-def _depthwise(x: np.ndarray, c: int, taps: np.ndarray, win: Window, acc: np.ndarray
-               ) -> None:
-    """The depthwise conv of the NC1HWC0 ``x`` (C channels) into ``acc`` [N, C1, Ho, Wo,
-    C0]: one multiply and one add per tap (in the order ``conv``'s plain depthwise path
-    takes) over a view of the padded blocked input whose rows are contiguous runs of Wo*C0
-    values, by factors laid out as wide as a row, so NumPy's inner loops run a whole row."""
+def _padded_blocks(x: np.ndarray, c: int, win: Window) -> np.ndarray:
+    """The NC1HWC0 ``x`` padded so every window of ``win`` lies inside (width rounded up
+    to whole stride phases), in scratch slot 1: only the border zeroed, and the padding
+    lanes, so what the input holds there reaches no value."""
     n, c1, h, w, c0 = x.shape
     (kh, kw), (sh, sw), (dh, dw) = win.kernel, win.strides, win.dilations
     (pt, pl), (ho, wo) = win.begin, win.out
@@ -218,26 +219,50 @@ def _depthwise(x: np.ndarray, c: int, taps: np.ndarray, win: Window, acc: np.nda
     xp[:, :, pt:pt + h, :pl] = 0
     xp[:, :, pt:pt + h, pl + w:] = 0
     xp[:, :, pt:pt + h, pl:pl + w] = x
-    F.zero_lanes(xp, c)  # what the input's padding lanes hold must reach no value
+    F.zero_lanes(xp, c)
+    return xp
+
+
+def _depthwise(x: np.ndarray, c: int, taps: np.ndarray, win: Window, acc: np.ndarray,
+               bias: np.ndarray | None = None, step: object = None) -> bool:
+    """The depthwise conv of the NC1HWC0 ``x`` (C channels) into ``acc`` [N, C1, Ho, Wo,
+    C0]: one multiply and one add per tap (in the order ``conv``'s plain depthwise path
+    takes) over a view of the padded blocked input whose rows are contiguous runs of Wo*C0
+    values, by factors laid out as wide as a row, so NumPy's inner loops run a whole row.
+    From a runtime ``step``'s second call with the ``jit`` extra, and rows of at least
+    ``ROW_LOOP`` values, one compiled pass does the same per output row, ``bias`` [C1*C0]
+    included: returns whether it did (then the caller adds no bias)."""
+    n, c1, _, _, c0 = x.shape
+    (kh, kw), (sh, sw), (dh, dw) = win.kernel, win.strides, win.dilations
+    ho, wo = win.out
+    loop = None
+    if (step is not None and acc.dtype == x.dtype and wo * c0 >= ROW_LOOP
+            and acc.size >= _jit.MIN_ELEMENTS and acc.flags.c_contiguous):
+        loop = _jit.loop("depthwise_rows", step)
+    xp = _padded_blocks(x, c, win)
+    hp, wp = xp.shape[2], xp.shape[3]
+    phases = xp.reshape(n, c1, hp, 1, wp, c0)
     if sw > 1:  # columns split by phase (x % sw): a strided tap reads a contiguous run
         phases = scratch((n, c1, hp, sw, wp // sw, c0), x.dtype, slot=3)
         np.copyto(phases, xp.reshape(n, c1, hp, wp // sw, sw, c0).transpose(0, 1, 2, 4, 3, 5))
     factors = scratch((kh * kw, c1, 1, wo, c0), acc.dtype, slot=4)
     np.copyto(factors, taps.reshape(kh * kw, c1, 1, 1, c0))
+    if loop is not None:
+        loop(phases, factors, np.zeros(c1 * c0, acc.dtype) if bias is None else bias,
+             bias is not None, win.kernel, win.strides, win.dilations, acc)
+        return True
     term = scratch(acc.shape, acc.dtype, slot=0)
     for t in range(kh * kw):
         i, j = divmod(t, kw)
         rows = slice(i * dh, i * dh + (ho - 1) * sh + 1, sh)
-        if sw > 1:
-            start = (j * dw) // sw
-            src = phases[:, :, rows, (j * dw) % sw, start:start + wo]
-        else:
-            src = xp[:, :, rows, j * dw:j * dw + wo]
+        start = (j * dw) // sw
+        src = phases[:, :, rows, (j * dw) % sw, start:start + wo]
         if t == 0:
             np.multiply(src, factors[t], out=acc)
         else:
             np.multiply(src, factors[t], out=term)
             acc += term
+    return False
 
 
 def _chunks(a: np.ndarray, k: int) -> np.ndarray:
