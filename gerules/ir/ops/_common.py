@@ -12,6 +12,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, TypeVar
@@ -429,6 +430,25 @@ def elementwise_out(op: str, kernel: KernelFn, into: Callable[..., object] | Non
             into(*xs, out, **call.attrs)
 
     return kernel_out
+
+
+def with_step(unary_schema: OpSchema, fn: Callable[[np.ndarray, np.ndarray, object], object],
+              dtypes: frozenset[str]) -> OpSchema:
+    """A unary elementwise op whose ``kernel_out`` calls ``fn(x, out, call)`` when X and the
+    output have one of ``dtypes`` and the same shape (else its own ``kernel_out``): the
+    kernel gets the step's ``Call``, kept across runs, for ``_jit``'s loops."""
+    generic = unary_schema.kernel_out
+    assert generic is not None
+
+    def kernel_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
+        x, out = inputs[0], outs[0]
+        if (x is not None and x.dtype == out.dtype and x.dtype.name in dtypes
+                and x.shape == out.shape):
+            fn(x, out, call)
+        else:
+            generic(inputs, call, outs)
+
+    return dataclasses.replace(unary_schema, kernel_out=kernel_out)
 
 
 def _check_broadcast(op: str, call: Call, xs: Sequence[np.ndarray], out: np.ndarray) -> None:

@@ -42,12 +42,20 @@ MIN_ELEMENTS = 4096  # below this a NumPy pass costs less than the call's checks
 def affine_channels(x: np.ndarray, a: np.ndarray, b: np.ndarray, y: np.ndarray) -> None:
     """``y[n, c, i] = x[n, c, i] * a[c] + b[c]`` over ``[N, C, L]`` arrays (``y`` may be
     ``x``): what ``np.multiply(x, a, out=y); y += b`` computes, in one pass."""
+    same = x.ctypes.data == y.ctypes.data  # one array in place (see ``relu``)
     for n in range(x.shape[0]):
         for c in range(x.shape[1]):
             ac = a[c]
             bc = b[c]
-            for i in range(x.shape[2]):
-                y[n, c, i] = x[n, c, i] * ac + bc
+            if same:
+                row = x[n, c]
+                for i in range(x.shape[2]):
+                    row[i] = row[i] * ac + bc
+            else:
+                src = x[n, c]
+                dst = y[n, c]
+                for i in range(x.shape[2]):
+                    dst[i] = src[i] * ac + bc
 
 
 def rows_to_blocks(y: np.ndarray, z: np.ndarray, out: np.ndarray, residual: bool,
@@ -112,6 +120,21 @@ def depthwise_rows(phases: np.ndarray, factors: np.ndarray, bias: np.ndarray,
                             lanes[m] = lanes[m] + b[m]
 
 
+def relu(x: np.ndarray, y: np.ndarray, zero: Any) -> None:
+    """``y = max(x, 0)`` over 1-D arrays (``y`` is ``x`` or apart from it): ``x`` when
+    ``x > 0`` or NaN, else +0, as ``np.maximum(x, 0)``; read once, without the block of
+    zeros NumPy needs. In place it runs a loop over one array: LLVM's vectorised loop over
+    two falls back to a scalar one when they overlap."""
+    if x.ctypes.data == y.ctypes.data:
+        for i in range(x.shape[0]):
+            v = x[i]
+            x[i] = v if (v > zero or v != v) else zero
+    else:
+        for i in range(x.shape[0]):
+            v = x[i]
+            y[i] = v if (v > zero or v != v) else zero
+
+
 def odd_polynomial(x: np.ndarray, scale: Any, c: tuple[Any, ...], r: np.ndarray) -> None:
     """``r = t * P(t^2)`` with ``t = x * scale`` (skipped when ``scale`` is 1) and P of
     degree 6 given by its seven coefficients ``c``, highest power first, by Horner's rule:
@@ -133,9 +156,14 @@ def odd_polynomial(x: np.ndarray, scale: Any, c: tuple[Any, ...], r: np.ndarray)
 
 
 def half_times(r: np.ndarray, x: np.ndarray, half: Any, one: Any, out: np.ndarray) -> None:
-    """``out = (r + 1) * x * 0.5``: GELU's passes after the ``tanh``, element by element."""
-    for i in range(x.shape[0]):
-        out[i] = ((r[i] + one) * x[i]) * half
+    """``out = (r + 1) * x * 0.5``: GELU's passes after the ``tanh``, element by element
+    (``out`` is ``x`` or apart from it; in place as one array, see ``relu``)."""
+    if x.ctypes.data == out.ctypes.data:
+        for i in range(x.shape[0]):
+            x[i] = ((r[i] + one) * x[i]) * half
+    else:
+        for i in range(x.shape[0]):
+            out[i] = ((r[i] + one) * x[i]) * half
 
 
 def fits(*arrays: np.ndarray) -> bool:
@@ -157,6 +185,7 @@ _SOURCES: dict[str, Callable[..., None]] = {
     "affine_channels": affine_channels,
     "rows_to_blocks": rows_to_blocks,
     "depthwise_rows": depthwise_rows,
+    "relu": relu,
     "odd_polynomial": odd_polynomial,
     "half_times": half_times,
 }

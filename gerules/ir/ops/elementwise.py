@@ -11,8 +11,7 @@ Invariants:
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
@@ -34,6 +33,7 @@ from ._common import (
     schema,
     unary,
     widen,
+    with_step,
 )
 
 BOOL = frozenset({"bool"})
@@ -145,22 +145,6 @@ def _where_kernel(inputs: Arrays, call: Call) -> list[np.ndarray]:
     return [np.where(c, x, y)]
 
 
-def _with_step_erf(erf: OpSchema) -> OpSchema:
-    """Erf whose float32 ``kernel_out`` hands ``erf32`` its step (the ``Call``, kept across
-    runs), so a runtime step runs ``_jit``'s one-pass polynomial from its second call."""
-    generic = erf.kernel_out
-    assert generic is not None
-
-    def kernel_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
-        x, out = inputs[0], outs[0]
-        if (x is not None and x.dtype == out.dtype == np.float32 and x.shape == out.shape):
-            _special.erf32(x, out, call)
-        else:
-            generic(inputs, call, outs)
-
-    return dataclasses.replace(erf, kernel_out=kernel_out)
-
-
 def _round(x: np.ndarray) -> np.ndarray:
     return np.round(x)  # NumPy rounds halves to even, as ONNX does
 
@@ -229,8 +213,8 @@ SCHEMAS = [
     unary("Floor", 6, np.floor, dtypes=FLOAT, doc="elementwise round toward -inf"),
     unary("Ceil", 6, np.ceil, dtypes=FLOAT, doc="elementwise round toward +inf"),
     unary("Round", 11, _round, dtypes=FLOAT, doc="round half to even"),
-    _with_step_erf(unary("Erf", 9, _special.erf, into=_special.erf, flops_per_elem=8,
-                         doc="the Gauss error function")),
+    with_step(unary("Erf", 9, _special.erf, into=_special.erf, flops_per_elem=8,
+                    doc="the Gauss error function"), _special.erf32, frozenset({"float32"})),
     unary("Sin", 7, np.sin, flops_per_elem=4, doc="elementwise sine"),
     unary("Cos", 7, np.cos, flops_per_elem=4, doc="elementwise cosine"),
     unary("Tan", 7, np.tan, flops_per_elem=4, doc="elementwise tangent"),
