@@ -17,7 +17,7 @@ from onnx import helper
 from gerules.ir import formats as F
 from gerules.ir import layout
 from gerules.ir.graph import TensorType
-from gerules.ir.ops import _jit, conv_blocked
+from gerules.ir.ops import conv_blocked
 from gerules.ir.ops._common import scratch
 from gerules.ir.ops.api import evaluate
 from gerules.ir.ops.conv_blocked import fused_conv_blocked
@@ -225,23 +225,12 @@ print("scipy" in sys.modules)
 
 @pytest.mark.parametrize("case", CASES, ids=_name)
 def test_compiled_loops_give_the_numpy_passes_bit_for_bit(
-        case: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+        case: tuple, jit_loops: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """The move, residual and ReLU as one compiled pass (``_jit.rows_to_blocks``, the 'jit'
     extra), and a depthwise conv's taps and bias (``_jit.depthwise_rows``), from a step's
     second call: the same values as the NumPy passes of the first."""
     pytest.importorskip("numba", reason="the loop is compiled by Numba (the 'jit' extra)")
-    monkeypatch.setattr(_jit, "MIN_ELEMENTS", 0)  # the cases are small
     monkeypatch.setattr(conv_blocked, "ROW_LOOP", 0)
-    taken: list[str] = []
-    loop = _jit.loop
-
-    def spy(name: str, call: object) -> object:
-        fn = loop(name, call)
-        if fn is not None:
-            taken.append(name)
-        return fn
-
-    monkeypatch.setattr(_jit, "loop", spy)
     ins, attrs, _ = _instance(case, seed=11 + case[1])
     held, types = _blocked(ins)
     schema = default_registry().get("FusedConv", "ge", 1)
@@ -254,7 +243,7 @@ def test_compiled_loops_give_the_numpy_passes_bit_for_bit(
         got.append(out)
     assert np.array_equal(got[0], got[1], equal_nan=True)
     if len(case) > 12:
-        assert taken == ([] if case[9] == "float16" else ["depthwise_rows"])
+        assert jit_loops == ([] if case[9] == "float16" else ["depthwise_rows"])
     else:
         loops = case[9] != "float16" and attrs["activation"] in ("", "Relu")
-        assert taken == (["rows_to_blocks"] if loops else [])
+        assert jit_loops == (["rows_to_blocks"] if loops else [])

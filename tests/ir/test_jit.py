@@ -18,24 +18,6 @@ from gerules.ir.registry import Call
 numba = pytest.importorskip("numba", reason="the loops are compiled by Numba (the 'jit' extra)")
 
 
-@pytest.fixture
-def every_size(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Loops for arrays of any size (the tests' arrays are small); the names of the loops
-    the kernels then ran."""
-    monkeypatch.setattr(_jit, "MIN_ELEMENTS", 0)
-    taken: list[str] = []
-    loop = _jit.loop
-
-    def spy(name: str, call: object) -> object:
-        fn = loop(name, call)
-        if fn is not None:
-            taken.append(name)
-        return fn
-
-    monkeypatch.setattr(_jit, "loop", spy)
-    return taken
-
-
 def _bn_inputs(shape: tuple[int, ...], dtype: str, seed: int) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(shape).astype(dtype)
@@ -54,7 +36,7 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("in_place", [False, True])
 def test_batch_norm_loop_gives_the_numpy_passes_bit_for_bit(
-        shape: tuple[int, ...], dtype: str, in_place: bool, every_size: list[str]) -> None:
+        shape: tuple[int, ...], dtype: str, in_place: bool, jit_loops: list[str]) -> None:
     ins = _bn_inputs(shape, dtype, seed=len(shape) + shape[1])
     call = Call({"epsilon": 1e-5})
     got = []
@@ -63,11 +45,11 @@ def test_batch_norm_loop_gives_the_numpy_passes_bit_for_bit(
         y = x if in_place else np.full_like(x, 7)
         norm._bn_out([x, *ins[1:]], call, [y])
         got.append(y)
-    assert every_size == ["affine_channels"]
+    assert jit_loops == ["affine_channels"]
     assert _same(got[0], got[1])
 
 
-def test_a_step_takes_a_loop_from_its_second_call_only(every_size: list[str],
+def test_a_step_takes_a_loop_from_its_second_call_only(jit_loops: list[str],
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     asked: list[str] = []
     compile_ = _jit._compile
@@ -84,7 +66,7 @@ def test_a_step_takes_a_loop_from_its_second_call_only(every_size: list[str],
     assert asked == ["affine_channels"], "compiled once"
 
 
-def test_what_a_loop_cannot_take_runs_numpy(every_size: list[str]) -> None:
+def test_what_a_loop_cannot_take_runs_numpy(jit_loops: list[str]) -> None:
     x = np.arange(48, dtype=np.float32).reshape(1, 4, 12)
     assert _jit.fits(x, x) and _jit.fits(x, x.copy())
     assert not _jit.fits(x[:, :, ::2], np.empty((1, 4, 6), np.float32)), "strided"
@@ -106,7 +88,7 @@ def test_switched_off_by_the_environment() -> None:
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_relu_loop_gives_numpy_maximum_bit_for_bit(dtype: str, every_size: list[str]) -> None:
+def test_relu_loop_gives_numpy_maximum_bit_for_bit(dtype: str, jit_loops: list[str]) -> None:
     from gerules.ir.ops.activation import relu
 
     rng = np.random.default_rng(2)
@@ -114,7 +96,7 @@ def test_relu_loop_gives_numpy_maximum_bit_for_bit(dtype: str, every_size: list[
     x[:5] = [np.nan, -0.0, 0.0, -np.inf, np.inf]
     step = Call({})
     first, second = relu(x, step=step), relu(x, step=step)
-    assert every_size == ["relu"]
+    assert jit_loops == ["relu"]
     assert _same(first, second) and _same(second, np.maximum(x, x.dtype.type(0)))
     assert not np.signbit(second[1]), "ReLU of -0 is +0, as np.maximum gives it"
     y = x.copy()
