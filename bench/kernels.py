@@ -3,8 +3,10 @@
 The stack is every convolution of ResNet-50 at 224x224, batch 1 (53 layers: stem, the
 bottlenecks' 1x1 / 3x3 / 1x1 and the downsampling 1x1s), plus MobileNetV2's depthwise 3x3
 layers, the stem's 3x3/2 max-pool and BERT-base's row kernels (LayerNormalization, Softmax,
-Erf). Each layer runs as one node: ours through the
-registry's kernel (``gerules.ir.ops.api.evaluate``), onnxruntime as a one-node session
+Erf). Each layer runs as one node: ours as a runtime step runs it (the registry's
+``kernel_out`` into the step's output buffer, one ``Call`` kept across runs, so with the
+``jit`` extra its compiled loops run from the second call; ops without a ``kernel_out``
+through their kernel), onnxruntime as a one-node session
 (graph optimizations disabled, ``--threads`` intra-op threads). We report the median of
 ``--runs`` per layer after ``--warmup`` runs, the sums per group and ours / onnxruntime.
 NumPy's BLAS gets the same ``--threads`` (default 1). ``--json PATH`` writes the figures.
@@ -37,6 +39,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper
 
 from gerules.ir.ops.api import evaluate
+from gerules.ir.registry import default_registry
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,27 @@ def ort_session(layer: Layer, threads: int) -> ort.InferenceSession:
                                 providers=["CPUExecutionProvider"])
 
 
+def as_step(layer: Layer, ins: list[np.ndarray | None]) -> Callable[[], np.ndarray]:
+    """The layer as the runtime runs it: one ``Call`` for every run and, for an op with a
+    ``kernel_out``, the output written into one buffer (floating-point errors ignored, as
+    the runtimes set them for a run)."""
+    schema = default_registry().get(layer.op, "", 17)
+    assert schema is not None
+    call = schema.call(dict(layer.attrs), 1)
+    (shaped,) = evaluate(layer.op, ins, layer.attrs)
+    out = np.empty_like(shaped)
+    into = schema.kernel_out
+
+    def run() -> np.ndarray:
+        with np.errstate(all="ignore"):
+            if into is None:
+                return np.asarray(schema.kernel(list(ins), call)[0])
+            into(list(ins), call, [out])
+            return out
+
+    return run
+
+
 def measure(layer: Layer, args: argparse.Namespace, rng: np.random.Generator) -> dict[str, Any]:
     x = rng.standard_normal(layer.x).astype(np.float32)
     feeds = {"x": x}
@@ -134,9 +158,10 @@ def measure(layer: Layer, args: argparse.Namespace, rng: np.random.Generator) ->
         feeds["w"] = w
         ins.append(w)
     sess = ort_session(layer, args.threads)
-    ours = median_ms(lambda: evaluate(layer.op, ins, layer.attrs), args.warmup, args.runs)
+    step = as_step(layer, ins)
+    ours = median_ms(step, args.warmup, args.runs)
     theirs = median_ms(lambda: sess.run(None, feeds), args.warmup, args.runs)
-    (y,) = evaluate(layer.op, ins, layer.attrs)
+    y = step()
     diff = float(np.max(np.abs(y - sess.run(None, feeds)[0])))
     return {"group": layer.group, "layer": layer.name, "ours_ms": round(ours, 3),
             "onnxruntime_ms": round(theirs, 3), "ratio": round(ours / theirs, 2),
