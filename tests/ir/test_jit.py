@@ -66,6 +66,29 @@ def test_a_step_takes_a_loop_from_its_second_call_only(jit_loops: list[str],
     assert asked == ["affine_channels"], "compiled once"
 
 
+def test_a_loop_numba_cannot_compile_leaves_numpy_running(
+        jit_loops: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Numba that cannot type a loop (another version, say) costs nothing but the loop:
+    the kernel runs its NumPy passes and the loop stays off for the process."""
+
+    def untypable(x: np.ndarray, a: np.ndarray, b: np.ndarray, y: np.ndarray) -> None:
+        y[0, 0, 0] = object()  # no Numba types an object
+
+    monkeypatch.setattr(_jit, "_SOURCES", {**_jit._SOURCES, "affine_channels": untypable})
+    monkeypatch.setattr(_jit, "_COMPILED", {})
+    monkeypatch.setattr(_jit, "_FAILED", set())
+    ins = _bn_inputs((1, 4, 6, 6), "float32", seed=9)
+    call = Call({"epsilon": 1e-5})
+    got = []
+    for _ in range(3):
+        y = np.full_like(ins[0], 7)
+        norm._bn_out(ins, call, [y])
+        got.append(y)
+    assert jit_loops == ["affine_channels"], "handed out once, then left off"
+    assert _jit._FAILED == {"affine_channels"}
+    assert _same(got[0], got[1]) and _same(got[0], got[2])
+
+
 def test_what_a_loop_cannot_take_runs_numpy(jit_loops: list[str]) -> None:
     x = np.arange(48, dtype=np.float32).reshape(1, 4, 12)
     assert _jit.fits(x, x) and _jit.fits(x, x.copy())

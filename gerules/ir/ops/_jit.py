@@ -20,6 +20,8 @@ Invariants:
   when the first loop is asked for, every kernel runs its NumPy path.
 - Nothing compiled is cached on disk: Numba's cache is pickled, and nothing we load may
   run code.
+- A loop Numba cannot compile for its arguments returns ``False`` having written nothing
+  (``_Guarded``): the caller runs NumPy, and the loop stays off for the process.
 - Loops release the GIL (``nogil``): stream threads run them side by side.
 """
 
@@ -189,15 +191,17 @@ _SOURCES: dict[str, Callable[..., None]] = {
     "odd_polynomial": odd_polynomial,
     "half_times": half_times,
 }
-_COMPILED: dict[str, Callable[..., None]] = {}
+_COMPILED: dict[str, Callable[..., bool]] = {}
+_FAILED: set[str] = set()  # loops Numba refused to compile: NumPy runs
 _LOCK = threading.Lock()
 _NUMBA: list[Any] = []  # [the numba module or None] once looked for
 _CALLS: PerOwner[dict[str, int]] = PerOwner()  # per step's Call: the loops it asked for
 
 
-def loop(name: str, call: object) -> Callable[..., None] | None:
+def loop(name: str, call: object) -> Callable[..., bool] | None:
     """The compiled loop ``name`` for this call of a runtime step, or ``None`` (the step's
-    first call, no Numba, or ``GERULES_JIT=0``): then NumPy runs."""
+    first call, no Numba, or ``GERULES_JIT=0``): then NumPy runs. The loop returns whether
+    it ran (``_Guarded``)."""
     seen = _CALLS.get(call, None, dict)
     if name not in seen:
         seen[name] = 1
@@ -206,15 +210,37 @@ def loop(name: str, call: object) -> Callable[..., None] | None:
     return fn if fn is not None else _compile(name)
 
 
-def _compile(name: str) -> Callable[..., None] | None:
+def _compile(name: str) -> Callable[..., bool] | None:
     numba = _numba()
-    if numba is None:
+    if numba is None or name in _FAILED:
         return None
     with _LOCK:
         fn = _COMPILED.get(name)
         if fn is None:
-            fn = _COMPILED[name] = numba.njit(nogil=True, cache=False)(_SOURCES[name])
+            fn = _COMPILED[name] = _Guarded(name, numba.njit(nogil=True, cache=False)(
+                _SOURCES[name]), numba.core.errors.NumbaError)
         return fn
+
+
+class _Guarded:
+    """A compiled loop that returns ``True`` when it ran and ``False`` when Numba could not
+    compile it for these arguments (a Numba version that types something differently):
+    the loop is then left off for the process and the caller runs its NumPy passes.
+    Numba types and compiles before the loop runs, so a refusal has written nothing."""
+
+    __slots__ = ("name", "fn", "errors")
+
+    def __init__(self, name: str, fn: Callable[..., None], errors: type[Exception]) -> None:
+        self.name, self.fn, self.errors = name, fn, errors
+
+    def __call__(self, *args: Any) -> bool:
+        try:
+            self.fn(*args)
+        except self.errors:
+            _FAILED.add(self.name)
+            _COMPILED.pop(self.name, None)
+            return False
+        return True
 
 
 def _numba() -> Any:

@@ -65,8 +65,10 @@ def erf32(x: np.ndarray, out: np.ndarray | None = None, step: object = None) -> 
         return _blocked(x, out, _erf_block)
 
     def block(xb: np.ndarray, ob: np.ndarray, work: tuple[np.ndarray, ...]) -> None:
-        loop(xb, _ONE, _P32, work[0])  # the same values as _erf_block's 13 passes
-        np.tanh(work[0], out=ob)
+        if loop(xb, _ONE, _P32, work[0]):  # the same values as _erf_block's 13 passes
+            np.tanh(work[0], out=ob)
+        else:
+            _erf_block(xb, ob, work)
 
     return _blocked(x, out, block)
 
@@ -79,14 +81,19 @@ def gelu32(x: np.ndarray, out: np.ndarray | None = None, step: object = None) ->
         return _blocked(x, out, _gelu_block)
 
     def block(xb: np.ndarray, ob: np.ndarray, work: tuple[np.ndarray, ...]) -> None:
-        loop(xb, _INV_SQRT2, _P32, work[0])  # _gelu_block's passes, fused around the tanh
+        if not loop(xb, _INV_SQRT2, _P32, work[0]):  # _gelu_block's passes, fused around
+            _gelu_block(xb, ob, work)  # the tanh
+            return
         np.tanh(work[0], out=work[0])
-        tail(work[0], xb, _HALF, _ONE, ob)
+        if not tail(work[0], xb, _HALF, _ONE, ob):
+            np.add(work[0], _ONE, out=work[0])
+            np.multiply(work[0], xb, out=work[0])
+            np.multiply(work[0], _HALF, out=ob)
 
     return _blocked(x, out, block)
 
 
-def _loop(x: np.ndarray, step: object, name: str) -> Callable[..., None] | None:
+def _loop(x: np.ndarray, step: object, name: str) -> Callable[..., bool] | None:
     if step is None or x.size < _jit.MIN_ELEMENTS or x.dtype != np.float32:
         return None
     return _jit.loop(name, step)

@@ -62,8 +62,7 @@ def relu(x: np.ndarray, out: np.ndarray | None = None, step: object = None) -> n
     if (step is not None and x.size >= _jit.MIN_ELEMENTS and x.dtype == y.dtype
             and x.dtype != np.float16 and _jit.fits(x, y)):
         loop = _jit.loop("relu", step)
-        if loop is not None:
-            loop(x.reshape(-1), y.reshape(-1), x.dtype.type(0))
+        if loop is not None and loop(x.reshape(-1), y.reshape(-1), x.dtype.type(0)):
             return y
     zeros = _ZEROS.get(x.dtype)
     if zeros is None:

@@ -158,9 +158,8 @@ def _epilogue(y: np.ndarray, z: np.ndarray | None, out: np.ndarray, m: int, call
                                                     or not _jit.fits(z, y))):
         return False  # (the NumPy passes move into ``out`` before reading Z)
     fn = _jit.loop("rows_to_blocks", call)
-    if fn is None:
+    if fn is None or not fn(y, zb, blocks, z is not None, act == "Relu", out.dtype.type(0)):
         return False
-    fn(y, zb, blocks, z is not None, act == "Relu", out.dtype.type(0))
     F.zero_lanes(out, m)
     return True
 
@@ -247,9 +246,9 @@ def _depthwise(x: np.ndarray, c: int, taps: np.ndarray, win: Window, acc: np.nda
         np.copyto(phases, xp.reshape(n, c1, hp, wp // sw, sw, c0).transpose(0, 1, 2, 4, 3, 5))
     factors = scratch((kh * kw, c1, 1, wo, c0), acc.dtype, slot=4)
     np.copyto(factors, taps.reshape(kh * kw, c1, 1, 1, c0))
-    if loop is not None:
-        loop(phases, factors, np.zeros(c1 * c0, acc.dtype) if bias is None else bias,
-             bias is not None, win.kernel, win.strides, win.dilations, acc)
+    if loop is not None and loop(
+            phases, factors, np.zeros(c1 * c0, acc.dtype) if bias is None else bias,
+            bias is not None, win.kernel, win.strides, win.dilations, acc):
         return True
     term = scratch(acc.shape, acc.dtype, slot=0)
     for t in range(kh * kw):

@@ -104,10 +104,9 @@ def _bn_out(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]) -> None:
     if (x.size >= _jit.MIN_ELEMENTS and x.ndim >= 2 and a.shape == shift.shape == x.shape[1:2]
             and _jit.fits(x, y)):
         fn = _jit.loop("affine_channels", call)
-        if fn is not None:  # the same two roundings per element, in one pass
-            fn(x.reshape(x.shape[0], x.shape[1], -1), a, shift,
-               y.reshape(y.shape[0], y.shape[1], -1))
-            return
+        if fn is not None and fn(x.reshape(x.shape[0], x.shape[1], -1), a, shift,
+                                 y.reshape(y.shape[0], y.shape[1], -1)):
+            return  # the same two roundings per element, in one pass
     np.multiply(x, a.reshape(shape), out=y)
     y += shift.reshape(shape)
 
