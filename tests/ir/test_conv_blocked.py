@@ -33,6 +33,7 @@ CASES = [
     (1, 8, 9, 9, 8, 3, 1, 2, 2, "float32", False, "LeakyRelu"),  # dilated, wide pads
     (1, 24, 5, 11, 40, 3, 1, 0, 1, "float32", True, "Relu"),  # no padding, 3x3
     (2, 20, 7, 9, 19, 3, 1, 1, 1, "float64", True, "Relu"),  # 3x3 stride 1, two images
+    (1, 16, 8, 8, 24, 1, 1, 0, 1, "float32", True, "Clip"),  # ReLU6 after a residual
     (2, 24, 9, 9, 24, 3, 1, 1, 1, "float32", True, "Clip", 24),  # depthwise, C past a block
     (1, 32, 10, 7, 32, 3, 2, 1, 1, "float16", False, "Relu", 32),  # depthwise stride 2
     (1, 16, 9, 9, 16, 5, 1, 4, 2, "float64", False, "", 16),  # depthwise dilated 5x5
@@ -245,5 +246,5 @@ def test_compiled_loops_give_the_numpy_passes_bit_for_bit(
     if len(case) > 12:
         assert jit_loops == ([] if case[9] == "float16" else ["depthwise_rows"])
     else:
-        loops = case[9] != "float16" and attrs["activation"] in ("", "Relu")
+        loops = case[9] != "float16" and attrs["activation"] in ("", "Relu", "Clip")
         assert jit_loops == (["rows_to_blocks"] if loops else [])

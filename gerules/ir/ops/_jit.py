@@ -60,12 +60,13 @@ def affine_channels(x: np.ndarray, a: np.ndarray, b: np.ndarray, y: np.ndarray) 
                     dst[i] = src[i] * ac + bc
 
 
-def rows_to_blocks(y: np.ndarray, z: np.ndarray, out: np.ndarray, residual: bool,
-                   relu: bool, zero: Any) -> None:
+def rows_to_blocks(y: np.ndarray, z: np.ndarray, out: np.ndarray, residual: bool, act: int,
+                   lo: Any, hi: Any) -> None:
     """The blocked conv's epilogue in one pass: GEMM rows ``y`` [N*HW, >= M1*M0] moved into
-    ``out`` [N, M1, HW, M0], plus ``z`` (the shape of ``out``; may be ``out`` itself) when
-    ``residual``, then ReLU when ``relu`` (``v`` when ``v > 0`` or NaN, else ``zero``, as
-    ``np.maximum(v, 0)``). Padding lanes are the caller's to zero."""
+    ``out`` [N, M1, HW, M0], plus ``z`` (the shape of ``out``, apart from it) when
+    ``residual``, then the activation ``act``: 0 none; 1 ReLU, ``v`` when ``v > lo`` or
+    NaN, else ``lo`` (+0: as ``np.maximum(v, 0)``); 2 Clip, ``min(max(v, lo), hi)`` with
+    NaN kept, as ``np.clip``. Padding lanes are the caller's to zero."""
     hw, m0 = out.shape[2], out.shape[3]
     for n in range(out.shape[0]):
         for k in range(out.shape[1]):
@@ -73,15 +74,23 @@ def rows_to_blocks(y: np.ndarray, z: np.ndarray, out: np.ndarray, residual: bool
             for p in range(hw):  # one C0 chunk (whole rows as 1-D views: measured
                 src = y[n * hw + p]  # faster than a slice per chunk)
                 dst = out[n, k, p]
-                if residual:
+                if residual:  # (Z is read only here: without a residual it is ``out``)
                     add = z[n, k, p]
                     for j in range(m0):
                         v = src[first + j] + add[j]
-                        dst[j] = v if (v > zero or v != v or not relu) else zero
+                        if act != 0:
+                            v = v if (v > lo or v != v) else lo
+                            if act == 2:
+                                v = v if (v < hi or v != v) else hi
+                        dst[j] = v
                 else:
                     for j in range(m0):
                         v = src[first + j]
-                        dst[j] = v if (v > zero or v != v or not relu) else zero
+                        if act != 0:
+                            v = v if (v > lo or v != v) else lo
+                            if act == 2:
+                                v = v if (v < hi or v != v) else hi
+                        dst[j] = v
 
 
 def depthwise_rows(phases: np.ndarray, factors: np.ndarray, bias: np.ndarray,

@@ -158,7 +158,7 @@ def clip(x: np.ndarray, lo: Any = None, hi: Any = None, out: np.ndarray | None =
     (which may be ``x``). Scalar bounds go to ``np.clip`` as scalars of x's dtype, the
     missing one as the dtype's extreme: its one SIMD pass, where ``maximum`` / ``minimum``
     against a scalar take several times as long."""
-    lo_s, hi_s = _scalar_bound(lo, x.dtype, False), _scalar_bound(hi, x.dtype, True)
+    lo_s, hi_s = scalar_bound(lo, x.dtype, False), scalar_bound(hi, x.dtype, True)
     if lo_s is None or hi_s is None:  # a bound that is no scalar: broadcast it
         y = x if lo is None else np.maximum(x, np.asarray(lo, dtype=x.dtype))
         y = y if hi is None else np.minimum(y, np.asarray(hi, dtype=x.dtype))
@@ -169,7 +169,7 @@ def clip(x: np.ndarray, lo: Any = None, hi: Any = None, out: np.ndarray | None =
     return np.asarray(np.clip(x, lo_s, hi_s, out=out))
 
 
-def _scalar_bound(bound: Any, dtype: np.dtype, upper: bool) -> Any:
+def scalar_bound(bound: Any, dtype: np.dtype, upper: bool) -> Any:
     """A Clip bound as a scalar of ``dtype`` (the dtype's extreme when absent), or ``None``
     when it holds more than one value."""
     if bound is None:

@@ -48,7 +48,7 @@ from ..registry import Call
 from . import _jit
 from ._common import Arrays, PerOwner, at, iattr, scratch
 from ._window import Window, kernel_of, window
-from .activation import activate_into, check_activation
+from .activation import activate_into, check_activation, scalar_bound
 
 FLOATS = frozenset({"float16", "float32", "float64"})
 ROW_LOOP = 192  # output values per row from which the compiled depthwise loop pays
@@ -139,16 +139,27 @@ def fused_conv_blocked(inputs: Arrays, call: Call, outs: Sequence[np.ndarray]
     return [out]
 
 
+_ACTIVATIONS = {"": 0, "Relu": 1, "Clip": 2}  # what ``_jit.rows_to_blocks`` applies
+
+
 def _epilogue(y: np.ndarray, z: np.ndarray | None, out: np.ndarray, m: int, call: Call
               ) -> bool:
-    """The move into ``out``, the residual ``z``, ReLU and the padding lanes as one compiled
-    pass (``_jit.rows_to_blocks``) when a runtime step runs it again and the ``jit`` extra
+    """The move into ``out``, the residual ``z``, ReLU or Clip and the padding lanes as one
+    compiled pass (``_jit.rows_to_blocks``) when a runtime step runs it again and the ``jit`` extra
     is installed; ``False``: nothing done, the NumPy passes run."""
     if out.size < _jit.MIN_ELEMENTS or y.dtype != out.dtype:
         return False
-    act = check_activation(call.attrs)
-    if act not in ("", "Relu"):
+    act = _ACTIVATIONS.get(check_activation(call.attrs))
+    if act is None:
         return False
+    zero = out.dtype.type(0)
+    lo = hi = zero
+    if act == 2:  # Clip with scalar bounds (a missing one: the dtype's extreme)
+        lo = scalar_bound(call.attrs.get("clip_min"), out.dtype, False)
+        hi = scalar_bound(call.attrs.get("clip_max"), out.dtype, True)
+        if lo is None or hi is None:
+            return False
+        lo, hi = out.dtype.type(lo), out.dtype.type(hi)
     n, m1, ho, wo, m0 = out.shape
     if y.shape[0] != n * ho * wo or y.shape[1] < m1 * m0:
         return False
@@ -158,7 +169,7 @@ def _epilogue(y: np.ndarray, z: np.ndarray | None, out: np.ndarray, m: int, call
                                                     or not _jit.fits(z, y))):
         return False  # (the NumPy passes move into ``out`` before reading Z)
     fn = _jit.loop("rows_to_blocks", call)
-    if fn is None or not fn(y, zb, blocks, z is not None, act == "Relu", out.dtype.type(0)):
+    if fn is None or not fn(y, zb, blocks, z is not None, act, lo, hi):
         return False
     F.zero_lanes(out, m)
     return True
