@@ -19,6 +19,9 @@ Reported: both median latencies, the median of the per-pair ratios ours / onnxru
 max abs difference of the outputs; ``--profile`` adds our time per op type. ``startup`` is
 the median wall time of whole ``ge-rewrite run TINY.om`` processes (the bundled tiny model),
 the time before a user sees a result, with Python's bytecode cached as after an install.
+``first runs``: each of the compiled model's first three runs in a fresh process (bytecode
+cached likewise): what a program that loads a model and runs it sees; with the ``jit``
+extra the second run compiles the loops the model uses, once per process.
 
 OpenBLAS picks its kernel from ``OPENBLAS_CORETYPE`` when set, else from the CPU, and the
 figures differ between the two, so by default (``--coretype both``) the measurement runs
@@ -242,11 +245,44 @@ def bench(name: str, opset: int, warmup: int, runs: int, profile: bool, tmp: Pat
         result["compiled"] = pairing(lambda: model.run(feeds), ort_session(path, True), feeds,
                                      warmup, runs)
         result["compiled"]["nodes"] = len(model.graph.nodes)
+    result["compiled"]["first_runs_s"] = first_runs_s(compiled.path, feeds, tmp)
     if profile:
         result["ms_per_op"] = profile_ops(graph, feeds)
         with Model.load(compiled.path) as model:
             result["ms_per_op_compiled"] = profile_model_ops(model, feeds)
     return result
+
+
+FIRST_RUNS = """
+import json, sys, time
+from gerules.runtime.model import Model
+from pathlib import Path
+from gerules.runtime.feeds import read_npy
+feeds = {name: read_npy(Path(path), 1 << 30) for name, path in json.loads(sys.argv[2]).items()}
+times = []
+with Model.load(sys.argv[1]) as model:
+    for _ in range(int(sys.argv[3])):
+        start = time.perf_counter()
+        model.run(feeds)
+        times.append(time.perf_counter() - start)
+print(json.dumps(times))
+"""
+
+
+def first_runs_s(om: Path, feeds: dict[str, np.ndarray], tmp: Path, runs: int = 3
+                 ) -> list[float]:
+    """The first ``runs`` runs of ``om`` in a fresh process, each timed: what a program that
+    loads a model and runs it sees (with the ``jit`` extra, the second run compiles the
+    loops the model uses, once per process)."""
+    paths = {}
+    for k, (name, value) in enumerate(feeds.items()):
+        paths[name] = str(tmp / f"feed{k}.npy")
+        np.save(paths[name], value, allow_pickle=False)
+    argv = [sys.executable, "-c", FIRST_RUNS, str(om), json.dumps(paths), str(runs)]
+    env = process_env(str(tmp / "pycache"))  # bytecode cached, as after an install
+    for _ in range(2):  # the first process fills the caches and is not measured
+        out = subprocess.run(argv, check=True, capture_output=True, text=True, env=env)
+    return [round(t, 3) for t in json.loads(out.stdout.strip().splitlines()[-1])]
 
 
 def startup_s(tmp: Path, runs: int) -> float:
@@ -280,6 +316,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 print(f"{name:12s} {kind:9s} ours {r['ours_ms']:8.1f} ms   onnxruntime "
                       f"({peer}) {r['onnxruntime_ms']:7.1f} ms   ratio {r['ratio']:5.2f}x   "
                       f"max|diff| {r['max_abs_diff']:.1e}")
+            first = ", ".join(f"{t:.2f}" for t in result["compiled"]["first_runs_s"])
+            print(f"{name:12s} the .om's first runs in a fresh process: {first} s (with the "
+                  f"jit extra the second compiles the loops it uses)")
             f = result["blas_floor"]
             print(f"{name:12s} BLAS floor: its {f['gemms']} products alone on this BLAS "
                   f"{f['ms']:.1f} ms = {f['over_onnxruntime']:.2f}x onnxruntime's whole run "

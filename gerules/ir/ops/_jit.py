@@ -14,8 +14,8 @@ Invariants:
   specification and runs whenever a loop does not.
 - ``loop(name, call)`` returns a loop only from a runtime step's second call on (counted
   per ``Call``, which a step keeps across runs), so a one-shot ``ge-rewrite run`` never
-  pays for a compile (a model's second run compiles what it uses, once per process: about
-  a second for ResNet-50's ``.om``). Kernels called
+  pays for a compile (a model's second run compiles what it uses, once per process:
+  ``bench/runtime.py`` times a fresh process's first runs). Kernels called
   with a fresh ``Call`` each time (folding, verification) always take the NumPy path.
 - Numba is imported only then. Without it, or with ``GERULES_JIT=0`` in the environment
   when the first loop is asked for, every kernel runs its NumPy path.
