@@ -125,3 +125,32 @@ def test_relu_loop_gives_numpy_maximum_bit_for_bit(dtype: str, jit_loops: list[s
     y = x.copy()
     relu(y, out=y, step=step)  # in place
     assert _same(y, second)
+
+
+@pytest.mark.parametrize("act", ["", "Relu", "Clip"])
+@pytest.mark.parametrize("residual", [False, True])
+def test_conv_epilogue_loop_keeps_every_bit(act: str, residual: bool) -> None:
+    """The epilogue loop against the NumPy passes on the values where they could part:
+    NaN, infinities, signed zeros and values at the bounds, compared bit for bit."""
+    from gerules.ir.ops import activation, conv_blocked
+
+    special = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 6.0, -6.0, 7.5, -1e-45, 3.0],
+                       np.float32)
+    rng = np.random.default_rng(1)
+    y = rng.choice(special, size=(40, 32)).astype(np.float32)
+    z = rng.choice(special, size=(1, 2, 40, 16)).astype(np.float32) if residual else None
+    attrs = {"activation": act, "clip_min": 0.0, "clip_max": 6.0}
+    want = np.empty((1, 2, 40, 1, 16), np.float32)
+    with np.errstate(all="ignore"):
+        conv_blocked._from_rows(y, want)
+        if z is not None:
+            want += z.reshape(want.shape)
+        activation.activate_into(want, attrs)
+    loop = _jit._compile("rows_to_blocks")
+    assert loop is not None
+    got = np.empty((1, 2, 40, 16), np.float32)
+    lo, hi = np.float32(0), np.float32(6)
+    with np.errstate(all="ignore"):
+        assert loop(y, got if z is None else z, got, z is not None,
+                    {"": 0, "Relu": 1, "Clip": 2}[act], lo, hi)
+    assert np.array_equal(got.view(np.uint32), want.reshape(got.shape).view(np.uint32))

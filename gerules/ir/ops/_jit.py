@@ -66,8 +66,10 @@ def rows_to_blocks(y: np.ndarray, z: np.ndarray, out: np.ndarray, residual: bool
     """The blocked conv's epilogue in one pass: GEMM rows ``y`` [N*HW, >= M1*M0] moved into
     ``out`` [N, M1, HW, M0], plus ``z`` (the shape of ``out``, apart from it) when
     ``residual``, then the activation ``act``: 0 none; 1 ReLU, ``v`` when ``v > lo`` or
-    NaN, else ``lo`` (+0: as ``np.maximum(v, 0)``); 2 Clip, ``min(max(v, lo), hi)`` with
-    NaN kept, as ``np.clip``. Padding lanes are the caller's to zero."""
+    NaN, else ``lo`` (+0, so ReLU of -0 is +0, as ``np.maximum(v, 0)`` gives it); 2 Clip,
+    ``v`` when ``v >= lo`` (or NaN) else ``lo``, then that when ``<= hi`` (or NaN) else
+    ``hi``, as ``np.clip`` (which keeps -0 at a bound of +0). Padding lanes are the
+    caller's to zero."""
     hw, m0 = out.shape[2], out.shape[3]
     for n in range(out.shape[0]):
         for k in range(out.shape[1]):
@@ -79,18 +81,20 @@ def rows_to_blocks(y: np.ndarray, z: np.ndarray, out: np.ndarray, residual: bool
                     add = z[n, k, p]
                     for j in range(m0):
                         v = src[first + j] + add[j]
-                        if act != 0:
+                        if act == 1:
                             v = v if (v > lo or v != v) else lo
-                            if act == 2:
-                                v = v if (v < hi or v != v) else hi
+                        elif act == 2:
+                            v = v if (v >= lo or v != v) else lo
+                            v = v if (v <= hi or v != v) else hi
                         dst[j] = v
                 else:
                     for j in range(m0):
                         v = src[first + j]
-                        if act != 0:
+                        if act == 1:
                             v = v if (v > lo or v != v) else lo
-                            if act == 2:
-                                v = v if (v < hi or v != v) else hi
+                        elif act == 2:
+                            v = v if (v >= lo or v != v) else lo
+                            v = v if (v <= hi or v != v) else hi
                         dst[j] = v
 
 
