@@ -77,26 +77,17 @@ def rows_to_blocks(y: np.ndarray, z: np.ndarray, out: np.ndarray, residual: bool
             for p in range(hw):  # one C0 chunk (whole rows as 1-D views: measured
                 src = y[n * hw + p]  # faster than a slice per chunk)
                 dst = out[n, k, p]
-                if residual:  # (Z is read only here: without a residual it is ``out``)
-                    add = z[n, k, p]
-                    for j in range(m0):
-                        v = src[first + j] + add[j]
-                        if act == 1:
-                            v = v if (v > lo or v != v) else lo
-                        elif act == 2:
-                            v = v if (v >= lo or v != v) else lo
-                            v = v if (v <= hi or v != v) else hi
-                        dst[j] = v
-                else:
-                    for j in range(m0):
-                        v = src[first + j]
-                        if act == 1:
-                            v = v if (v > lo or v != v) else lo
-                        elif act == 2:
-                            v = v if (v >= lo or v != v) else lo
-                            v = v if (v <= hi or v != v) else hi
-                        dst[j] = v
-
+                add = z[n, k, p]  # (read only with a residual: else Z is ``out``)
+                for j in range(m0):
+                    v = src[first + j]
+                    if residual:
+                        v = v + add[j]
+                    if act == 1:
+                        v = v if (v > lo or v != v) else lo
+                    elif act == 2:
+                        v = v if (v >= lo or v != v) else lo
+                        v = v if (v <= hi or v != v) else hi
+                    dst[j] = v
 
 def depthwise_rows(phases: np.ndarray, factors: np.ndarray, bias: np.ndarray,
                    has_bias: bool, kernel: tuple[int, int], strides: tuple[int, int],
