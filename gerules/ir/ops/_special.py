@@ -86,9 +86,7 @@ def gelu32(x: np.ndarray, out: np.ndarray | None = None, step: object = None) ->
             return
         np.tanh(work[0], out=work[0])
         if not tail(work[0], xb, _HALF, _ONE, ob):
-            np.add(work[0], _ONE, out=work[0])
-            np.multiply(work[0], xb, out=work[0])
-            np.multiply(work[0], _HALF, out=ob)
+            _gelu_tail(work[0], xb, ob)
 
     return _blocked(x, out, block)
 
@@ -140,9 +138,14 @@ def _gelu_block(xb: np.ndarray, ob: np.ndarray, work: tuple[np.ndarray, ...]) ->
     t = work[2]
     np.multiply(xb, _INV_SQRT2, out=t)
     _erf_block(t, t, work)
-    t += np.float32(1)
+    _gelu_tail(t, xb, ob)
+
+
+def _gelu_tail(t: np.ndarray, xb: np.ndarray, ob: np.ndarray) -> None:
+    """``ob = (t + 1) * xb * 0.5`` with ``t = erf(xb / sqrt 2)``, over ``t`` in place."""
+    t += _ONE
     t *= xb
-    np.multiply(t, np.float32(0.5), out=ob)
+    np.multiply(t, _HALF, out=ob)
 
 
 def sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
