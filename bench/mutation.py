@@ -93,7 +93,7 @@ MUTANTS = (
            ("tests/ir/test_jit.py",),
            "the compiled batch norm drops the shift when it runs in place"),
     Mutant("jit-conv-epilogue-no-residual", "kernels", "gerules/ir/ops/_jit.py",
-           "v = src[first + j] + add[j]", "v = src[first + j]",
+           "v = v + add[j]", "v = v",
            ("tests/ir/test_conv_blocked.py",),
            "the compiled conv epilogue forgets the residual"),
     Mutant("jit-compiles-on-first-call", "kernels", "gerules/ir/ops/_jit.py",
