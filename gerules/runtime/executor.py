@@ -283,13 +283,14 @@ class Executor:
                       args: list[np.ndarray | None], holders: Mapping[int, list[Any]]
                       ) -> np.ndarray:
         """A dying input itself for an in-place step, when it is the whole of a buffer of the
-        output's type that no other tensor views; else a buffer."""
+        output's type that no other tensor views, and writeable (a kernel's read-only view,
+        such as Expand's broadcast, is never written through); else a buffer."""
         for k in step.over_inputs:
             x = args[k]
             if x is not None and x.dtype == slot[0] and x.shape == slot[1]:
                 held = holders.get(id(owner(x)))
                 if (held is not None and held[1] == 1 and x.nbytes == held[0].nbytes
-                        and x.flags.c_contiguous):
+                        and x.flags.c_contiguous and x.flags.writeable):
                     return x
         return self._buffer(slot)
 

@@ -148,6 +148,20 @@ def test_a_viewed_input_is_never_written_over() -> None:
         assert_same(ex.run(f), fresh(g, f))
 
 
+def test_a_read_only_view_is_never_written_through() -> None:
+    """Expand to [1, N] returns a read-only broadcast view of its dying input, the whole of
+    that buffer: the Relu after it gets a buffer of its own (a fresh hypothesis draw found
+    it written through: "output array is read-only")."""
+    g = make([Node("Relu", ("x",), ("t0",), name="n0"),
+              Node("Expand", ("t0", "c"), ("t1",), name="n1"),
+              Node("Relu", ("t1",), ("y",), name="n2")],
+             {"x": (6,)}, ["y"], {"c": np.array([1, 1], np.int64)})
+    ex = Executor(g, registry())
+    for seed in (0, 1):
+        f = feeds_for(g, seed)
+        assert_same(ex.run(f), fresh(g, f))
+
+
 def test_outputs_sized_by_the_feeds_dims_are_checked_on_every_run() -> None:
     """tensor_bytes holds for each output the bound dims size (BN's is N * 144 bytes)."""
     ex = Executor(block(), registry(), budgets=DEFAULT.replace(tensor_bytes=400))
