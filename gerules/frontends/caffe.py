@@ -288,9 +288,13 @@ class _Builder:
             return
         if layer.type == "DummyData":
             p = layer.dummy_data_param
+            legacy = (p.num, p.channels, p.height, p.width)
+            if len(p.num) and not all(len(values) for values in legacy):
+                raise ModelError("the legacy shape needs num, channels, height and width",
+                                 node=layer.name, op=layer.type)
             for k, top in enumerate(tops):
                 dims = (tuple(p.shape[k].dim) if k < len(p.shape) else
-                        _legacy(p, k) if len(p.num) else None)
+                        _legacy(legacy, k) if len(p.num) else None)
                 self._input(top, dims, "input")
             return
         dims = None
@@ -344,7 +348,7 @@ class _Builder:
         return f"{blob}@{layer.name}"
 
 
-def _legacy(p: Any, k: int) -> tuple[int, ...]:
-    def at(values: Any) -> int:
-        return int(values[k] if k < len(values) else values[0])
-    return (at(p.num), at(p.channels), at(p.height), at(p.width))
+def _legacy(legacy: Sequence[Any], k: int) -> tuple[int, ...]:
+    """Top ``k``'s dims from DummyData's legacy ``num``/``channels``/``height``/``width``
+    lists (each non-empty; a list shorter than the tops repeats its first value)."""
+    return tuple(int(values[k] if k < len(values) else values[0]) for values in legacy)

@@ -213,8 +213,7 @@ def batch_norm(layer: Layer) -> list[Tensor]:
         return [_batch_stats_norm(layer, len(dims), eps)]
     mean = layer.blob(0, "mean", [c]).astype(np.float64)
     var = layer.blob(1, "variance", [c]).astype(np.float64)
-    f = float(layer.blob(2, "moving-average factor", None).reshape(-1)[0]) if len(
-        layer.blobs) > 2 else 1.0
+    f = float(layer.blob(2, "moving-average factor", [1])[0]) if len(layer.blobs) > 2 else 1.0
     scale = 0.0 if f == 0 else 1.0 / f
     ones = np.ones(c, np.float32)
     return [layer.op("BatchNormalization", layer.x(), layer.const("scale", ones),

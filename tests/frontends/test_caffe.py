@@ -176,6 +176,24 @@ def test_bad_files_are_refused(tmp_path: Path) -> None:
         read_capped(prototxt, 10)
 
 
+@pytest.mark.parametrize("values", [[], [1.0, 2.0]])
+def test_a_moving_average_factor_of_other_than_one_value_is_refused(
+        tmp_path: Path, values: list[float]) -> None:
+    """BatchNorm's third blob holds one value; an empty one (a fuzzed weight file) was an
+    IndexError, a traceback instead of the layer's name."""
+    net = resnet()
+    layer = next(x for x in net.weights.layer if x.type == "BatchNorm")
+    factor = layer.blobs[2]
+    del factor.data[:]
+    factor.data.extend(values)
+    del factor.shape.dim[:]
+    factor.shape.dim.append(len(values))
+    prototxt, weights = net.write(tmp_path)
+    with pytest.raises(ModelError, match=rf"node '{layer.name}'.*weight blob 2 "
+                       rf"\(moving-average factor\) has {len(values)} values"):
+        caffe.convert(prototxt, weights)
+
+
 def test_v1_prototxt_and_missing_input_shapes(tmp_path: Path) -> None:
     path = tmp_path / "v1.prototxt"
     path.write_text('layers { name: "conv" type: CONVOLUTION bottom: "data" top: "conv" }')
@@ -189,6 +207,22 @@ def test_v1_prototxt_and_missing_input_shapes(tmp_path: Path) -> None:
         caffe.convert(prototxt)
     graph = caffe.convert(prototxt, None, {"data": [-1, 3, 2, 2]})
     assert graph.inputs[0].shape == ("batch", 3, 2, 2) and graph.output_names == ("prob",)
+
+
+def test_dummy_data_with_a_legacy_shape(tmp_path: Path) -> None:
+    """DummyData's legacy num/channels/height/width: each list's first value serves every
+    top past its length; a list left empty is refused by name (it was an IndexError)."""
+    n = CaffeNet("dummy").layer("data", "DummyData", [], ["a", "b"], dummy_data_param={
+        "num": [2, 2], "channels": [3], "height": [4], "width": [5]})
+    n.layer("sum", "Eltwise", ["a", "b"], ["sum"])
+    prototxt, _ = n.write(tmp_path)
+    graph = caffe.convert(prototxt)
+    assert [v.shape for v in graph.inputs] == [(2, 3, 4, 5), (2, 3, 4, 5)]
+    n = CaffeNet("dummy").layer("data", "DummyData", [], ["a"],
+                                dummy_data_param={"num": [2]})
+    prototxt, _ = n.write(tmp_path)
+    with pytest.raises(ModelError, match="node 'data' .*needs num, channels, height and width"):
+        caffe.convert(prototxt)
 
 
 def test_weights_from_a_v1_caffemodel(tmp_path: Path) -> None:
