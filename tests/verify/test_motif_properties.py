@@ -11,7 +11,11 @@ bias + GELU, LayerNorm and attention subgraphs, Reshape/Transpose head chains):
   poisoned between steps: ``Model.run(poison=True)``, which also fills every padded element
   the formats add) gives the same values as the reference executor on the source graph;
 - under ``force_fp16`` and ``allow_mix_precision`` (in the data formats too) the outputs stay
-  within the float16 contract (1e-2 relative to the output's magnitude).
+  within the float16 contract: 1e-2 relative to the output's magnitude, plus four times what
+  nudging the inputs by float16's unit roundoff moves the source graph's output. An
+  ill-conditioned output (LayerNorm over two near-equal values: a fresh draw found one)
+  moves that much in any float16 evaluation; on a well-conditioned one the nudge moves
+  little and 1e-2 is the bound.
 
 CI runs the ``ci`` hypothesis profile (derandomized: the same draws every run) and, for the
 fire rate, a fixed seed list; ``HYPOTHESIS_PROFILE=nightly`` draws fresh graphs each run.
@@ -95,6 +99,24 @@ def test_float16_modes_stay_within_their_contract(graph: Graph, mode: str) -> No
     assert [(v.name, v.dtype) for v in half.outputs] == [(v.name, v.dtype) for v in out.outputs]
     feeds = random_feeds(graph, 5)
     want, got = run_graph(graph, feeds), run_graph(half, feeds)
+    moved = _float16_nudges(graph, feeds, want)
     for name, value in want.items():
         scale = max(float(np.abs(value).max(initial=0)), 1.0)
-        np.testing.assert_allclose(got[name], value, rtol=1e-2, atol=1e-2 * scale, err_msg=name)
+        np.testing.assert_allclose(got[name], value, rtol=1e-2,
+                                   atol=1e-2 * scale + 4 * moved[name], err_msg=name)
+
+
+def _float16_nudges(graph: Graph, feeds: dict[str, np.ndarray],
+                    want: dict[str, np.ndarray], runs: int = 4) -> dict[str, float]:
+    """Per output, the most it moves when every float input is scaled by ``1 + d``, each
+    ``|d|`` up to float16's unit roundoff (2**-11), over ``runs`` fixed-seed draws: how
+    sensitive the output is to errors of float16's size."""
+    rng = np.random.default_rng(0)
+    moved = dict.fromkeys(want, 0.0)
+    for _ in range(runs):
+        nudged = {k: (v * (1 + rng.uniform(-2.0**-11, 2.0**-11, v.shape))).astype(v.dtype)
+                  if v.dtype.kind == "f" else v for k, v in feeds.items()}
+        for name, value in run_graph(graph, nudged).items():
+            diff = np.abs(value.astype(np.float64) - want[name])
+            moved[name] = max(moved[name], float(np.nan_to_num(diff, nan=0.0).max(initial=0)))
+    return moved
