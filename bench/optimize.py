@@ -8,7 +8,10 @@ onnxruntime's offline optimizer (basic and extended levels, saved model), onnxru
 transformers optimizer (BERT, GPT-2, ViT), onnxsim and onnxslim when installed (the ``bench``
 extra). ``onnx@ort`` runs the ``--target onnx`` graph in onnxruntime (all optimizations, 1
 thread) against the source model, paired runs: its max difference and the latency ratio
-(below 1: our rewrite made onnxruntime faster).
+(below 1: our rewrite made onnxruntime faster). The ``--target onnx`` count is of what
+onnxruntime runs: a composite op (``ge.AddRelu``: an op the rule library defines by its body)
+is written as an ONNX function, which onnxruntime inlines, so each call counts as its body's
+nodes (the JSON keeps ``nodes_after`` with calls as one and ``function_calls``).
 
 Targets (issue 19), printed as PASS/FAIL lines for ResNet-50, MobileNetV2, BERT-base and
 GPT-2: ``--target onnx`` at most min(onnxsim, onnxslim, onnxruntime basic) nodes and
@@ -38,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import Verdicts, describe, facts  # noqa: E402
 
 from gerules.compiler import fix_input_shapes  # noqa: E402
+from gerules.ir.composite import inlined_size  # noqa: E402
 from gerules.ir.verify import verify  # noqa: E402
 from gerules.onnx_io import load_model  # noqa: E402
 from gerules.opt.optimize import OptimizeOptions, optimize, rule_library  # noqa: E402
@@ -73,6 +77,10 @@ def ours(path: Path, target: str, level: str, dynamic: bool = False) -> dict[str
     extra: dict[str, Any] = {}
     if target == "onnx":  # the onnx target must run in onnxruntime with the same outputs
         extra.update(_ort_check(path, out, feeds, want))
+        # composite ops are written as ONNX functions, which onnxruntime inlines: count
+        # what it runs, so a call never counts as one node against a peer's two
+        extra["nodes_inlined"] = inlined_size(out.nodes, out.functions)
+        extra["function_calls"] = sum(1 for n in out.nodes if n.domain)
     return {**extra, "seconds": round(seconds, 3), "nodes_before": report.nodes_before,
             "nodes_after": report.nodes_after,
             "est_us_before": round(report.estimate_before.total_us, 1),
@@ -200,8 +208,9 @@ def check_targets(rows: list[dict[str, Any]], verdicts: Verdicts) -> None:
             counts = {n: _nodes(r[n]) for n in names if _nodes(r[n]) is not None}
             best = min(counts.values())
             which = "/".join(n for n, c in counts.items() if c == best)
+            ours = r[target].get("nodes_inlined", r[target]["nodes_after"])
             print(verdicts.check(f"{r['model']} --target {target} nodes vs best peer ({which})",
-                                 r[target]["nodes_after"], best))
+                                 ours, best))
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -218,7 +227,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         lines.append(
             f"{r['model']:<12}{r['file_nodes']:>6}{r['npu']['nodes_after']:>6}"
             f"{r['npu_dynamic_batch']['nodes_after']:>6}"
-            f"{r['onnx']['nodes_after']:>6}{r['ort_basic']['nodes_after']:>7}"
+            f"{r['onnx']['nodes_inlined']:>6}{r['ort_basic']['nodes_after']:>7}"
             f"{r['ort_extended']['nodes_after']:>7}{tx['nodes_after']:>7}"
             f"{sim['nodes_after']:>6}{slim['nodes_after']:>6}"
             f"{r['npu']['seconds']:>8}{r['ort_extended']['seconds']:>8}{sim['seconds']:>7}"
@@ -226,7 +235,9 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{r['onnx']['onnxruntime_max_abs_diff']:>10.1e}"
             f"{r['onnx']['onnxruntime_latency_ratio']:>8.2f}x")
     lines.append("npu/onnx: our node counts per target (dyn: npu with the batch dim left "
-                 "dynamic); ort-b/ort-x: onnxruntime basic/extended; ort-tx: onnxruntime "
+                 "dynamic; onnx: with the calls of composite ops, ONNX functions that "
+                 "onnxruntime inlines, counted as their bodies); ort-b/ort-x: onnxruntime "
+                 "basic/extended; ort-tx: onnxruntime "
                  "transformers optimizer; sim: onnxsim; slim: onnxslim; est us: NPU cost model "
                  "estimate (not a measurement); max diff: npu graph vs source in our runtime; "
                  "onnx@ort: onnx-target graph in onnxruntime vs source; ort time: its "

@@ -107,6 +107,25 @@ def with_uses(ops: Sequence[CompositeOp]) -> tuple[CompositeOp, ...]:
     return tuple(out.values())
 
 
+def inlined_size(nodes: Sequence[Node], functions: Sequence[CompositeOp]) -> int:
+    """How many nodes ``nodes`` come to with each call of a composite op of ``functions``
+    (or of one they use) replaced by its body, recursively: what a runtime that inlines
+    ONNX functions, as onnxruntime does, runs."""
+    known = {(f.domain, f.name): f for f in with_uses(functions)}
+    sizes: dict[tuple[str, str], int] = {}
+
+    def size(node: Node) -> int:
+        op = known.get((node.domain, node.op))
+        if op is None:
+            return 1
+        key = (op.domain, op.name)
+        if key not in sizes:
+            sizes[key] = sum(size(n) for n in op.nodes)
+        return sizes[key]
+
+    return sum(size(n) for n in nodes)
+
+
 def body_problem(op: CompositeOp, registry: Registry) -> str | None:
     """What is wrong with a body read from a file (``None`` when nothing): every node's op
     known (the registry's at ``opset`` or an op of ``uses``), its inputs defined before it

@@ -10,7 +10,7 @@ import pytest
 
 from gerules.cost.model import NpuCostModel
 from gerules.dsl import RuleLibrary, build_library, load_compiled, parse_text
-from gerules.ir.composite import AttrRef, CompositeOp, body_problem
+from gerules.ir.composite import AttrRef, CompositeOp, body_problem, inlined_size
 from gerules.ir.graph import Graph, Node, TensorType, Value
 from gerules.ir.ops.api import evaluate
 from gerules.ir.registry import OpSchema, Port, Registry, default_registry
@@ -145,3 +145,18 @@ def test_bodies_read_from_files_are_checked(nodes: tuple[Node, ...], problem: st
     op = CompositeOp("my", "Bad", (Port("x"),), ("y",), (), nodes, opset=17)
     found = body_problem(op, default_registry())
     assert found is not None and problem in found
+
+
+def test_inlined_size_counts_each_call_as_its_body_recursively() -> None:
+    """What onnxruntime runs once it inlines the functions: a call of AddRelu is two nodes,
+    a call of an op whose body calls AddRelu and a Neg is three."""
+    add_relu = CompositeOp("my", "AddRelu", (Port("x"), Port("y")), ("z",), (), (
+        Node("Add", ("x", "y"), ("s",)), Node("Relu", ("s",), ("z",))), opset=17)
+    outer = CompositeOp("my", "NegAddRelu", (Port("x"), Port("y")), ("z",), (), (
+        Node("AddRelu", ("x", "y"), ("a",), domain="my"), Node("Neg", ("a",), ("z",))),
+        opset=17, uses=(add_relu,))
+    nodes = (Node("AddRelu", ("a", "b"), ("c",), domain="my"),
+             Node("NegAddRelu", ("c", "b"), ("d",), domain="my"),
+             Node("Abs", ("d",), ("e",)))
+    assert inlined_size(nodes, (outer,)) == 2 + 3 + 1
+    assert inlined_size(nodes[2:], ()) == 1
