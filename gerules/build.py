@@ -34,6 +34,7 @@ from .ir.registry import Registry, default_registry
 from .ir.verify import verify
 from .memory.plan import MemoryFigures, plan_memory
 from .om.contents import OmContents, Pipeline, Variant
+from .om.names import name_problem
 from .om.reader import OmFile
 from .om.writer import write_om
 
@@ -121,6 +122,7 @@ def plan_variant(graph: Graph, dims: Mapping[str, int], *, streams: int = 1,
                  registry: Registry | None = None) -> Variant:
     """One compiled variant: ``dims`` bound, shapes inferred, memory planned and verified."""
     registry = registry or default_registry()
+    _check_dim_names(graph, dims)
     bound = verify(bind_dims(graph, dims), registry) if dims else graph
     for v in bound.inputs:
         if not v.type.is_static:
@@ -132,6 +134,19 @@ def plan_variant(graph: Graph, dims: Mapping[str, int], *, streams: int = 1,
                        registry=registry)
     name = ",".join(f"{k}={n}" for k, n in sorted(dims.items())) or "default"
     return Variant(name, dims, bound, plan)
+
+
+def _check_dim_names(graph: Graph, dims: Mapping[str, int]) -> None:
+    """A variant is named by its symbolic dims (``N=8``), and a ``.om``'s names are data,
+    never paths (``om.names``): a dim name that cannot be one is refused here, at the graph
+    input that declares it, before any planning."""
+    for symbol in dims:
+        problem = name_problem(symbol) or name_problem(f"{symbol}=0")
+        if problem:
+            owner = next((v.name for v in graph.inputs
+                          if v.type.shape is not None and symbol in v.type.shape), None)
+            raise ModelError(f"symbolic dim {symbol[:80]!r} cannot name a .om variant: "
+                             f"{problem}", tensor=owner)
 
 
 def check_budget(graph: Graph, budgets: Budgets = DEFAULT) -> None:

@@ -11,6 +11,7 @@ import pytest
 from memgraphs import chain, make, registry
 from om_files import W, build, probe_graph, sections_of
 
+from gerules.build import plan_variant
 from gerules.errors import ModelError, UsageError
 from gerules.ir.graph import Node
 from gerules.om import MAGIC, VERSION, Kind, read_om
@@ -74,6 +75,15 @@ def test_names_that_look_like_paths_are_refused_at_write(tmp_path: Path) -> None
     with pytest.raises(ModelError, match=r"'\.\.' path component"):
         build(g, tmp_path / "m.om")
     assert list(tmp_path.iterdir()) == []  # no partial or temporary file
+
+
+def test_a_dim_name_that_looks_like_a_path_is_refused_at_its_input() -> None:
+    """A variant is named by its dims (``N=8``): a symbolic dim ``../up`` is refused at the
+    input that declares it, before planning (a fuzzed model's refusal had no place)."""
+    g = make([Node("Abs", ("x",), ("y",))], {"x": ("../up", 4)}, ["y"])  # type: ignore[dict-item]
+    with pytest.raises(ModelError, match=r"tensor 'x'.*symbolic dim '\.\./up' cannot name a "
+                       r"\.om variant: .*'\.\.' path component"):
+        plan_variant(g, {"../up": 2})
 
 
 def test_output_folder_must_exist(tmp_path: Path) -> None:
