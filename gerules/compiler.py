@@ -258,7 +258,8 @@ def fix_input_shapes(graph: Graph, given: Mapping[str, Sequence[int]], *, keep_b
                                    else keep_batch and _is_batch(s, inputs))]
     for s in symbols:
         if s not in kept:
-            log.warning("symbolic dim '%s' set to 1 (fix it with --input_shape)", s)
+            log.warning("symbolic dim '%s' set to 1 (fix it with --input_shape)",
+                        s if len(s) <= 80 else f"{s[:80]}...")
     bound = {s: 1 for s in symbols if s not in kept}
     inputs = [_bind(v, bound) for v in inputs]
     outputs = tuple(Value(v.name, TensorType(v.dtype, None)) for v in graph.outputs)

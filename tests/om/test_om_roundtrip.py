@@ -103,3 +103,17 @@ def _section(data: bytes, kind: Kind) -> bytes:
     sections, _ = sections_of(data)
     s = next(s for s in sections if s.kind == kind)
     return data[s.offset:s.end]
+
+
+def test_a_long_dim_name_is_cut_in_the_warning_and_refused_by_its_input(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A 5,000-character dim name: the warning that fixes it to 1 quotes 80 characters, and
+    a variant it would name is refused at the input (a .om name has at most 4,096)."""
+    from gerules.compiler import fix_input_shapes
+
+    name = "a" * 5000
+    g = make([Node("Abs", ("x",), ("y",))], {"x": (name, 4)}, ["y"])  # type: ignore[dict-item]
+    fix_input_shapes(g, {}, keep_batch=False)
+    assert f"symbolic dim '{'a' * 80}...' set to 1" in caplog.text and name not in caplog.text
+    with pytest.raises(ModelError, match=r"tensor 'x'.*5000 characters \(at most 4096\)"):
+        plan_variant(g, {name: 2})
