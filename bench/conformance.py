@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
+
+from machine import describe, facts  # bench/machine.py: the machine facts
 
 from gerules.testing import conformance, oracle
 
@@ -44,11 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     for status in ("differ", "ours failed"):
         if status in sweep["ops"]:
             print(f"  {status}: {', '.join(sweep['ops'][status])}")
-    print(f"machine: load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus")
+    machine = facts()
+    print(describe(machine))
     if args.json:
         args.json.write_text(json.dumps({"conformance": {"total": s.total, **c,
                                                          "missing": s.missing},
-                                         "oracle": sweep, "loadavg": os.getloadavg()},
+                                         "oracle": sweep, "machine": machine},
                                         indent=2))
     return 0
 

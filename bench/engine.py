@@ -27,6 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine_workloads import LEAF_COST, OPS, WORKLOADS, Rule, Workload, topological
+from machine import describe, facts  # bench/machine.py: the machine facts
 
 from gerules.engine import (
     BackoffScheduler,
@@ -200,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     except metadata.PackageNotFoundError:
         egglog_version = None
         print("egglog is not installed (pip install 'gerules[bench]'): ours only")
+    machine = facts()
+    print(describe(machine))
     print(ROW.format("workload", "engine", "e-nodes", "iters", "build s", "saturate s",
                      "extract s", "total s", "cpu s"))
     results: dict[str, Any] = {}
@@ -217,8 +220,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{entry['ratio_cpu']:.2f}x cpu")
         results[name] = entry
     if args.json:
-        meta = {"python": platform.python_version(), "machine": platform.machine(),
-                "egglog": egglog_version, "repeat": args.repeat}
+        meta = {"python": platform.python_version(), "arch": platform.machine(),
+                "machine": machine, "egglog": egglog_version, "repeat": args.repeat}
         args.json.write_text(json.dumps({"meta": meta, "workloads": results}, indent=2))
     return 0
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections import Counter
 from pathlib import Path
+
+from machine import describe, facts  # bench/machine.py: the machine facts
 
 from gerules.opt.optimize import OptimizeOptions, optimize
 from gerules.testing import random_motif_graph
@@ -41,9 +42,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{level}: fusions fired in {fired} / {len(graphs)} motif graphs "
               f"({fired / len(graphs):.0%}); fused ops {dict(fused.most_common())}; "
               f"{seconds:.1f} s")
-    print(f"machine: load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus")
+    machine = facts()
+    print(describe(machine))
     if args.json:
-        args.json.write_text(json.dumps({**result, "loadavg": os.getloadavg()}, indent=2))
+        args.json.write_text(json.dumps({**result, "machine": machine}, indent=2))
     return 0
 
 

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import onnxruntime as ort
+from machine import describe, facts  # bench/machine.py: the machine facts
 from onnx import TensorProto, helper
 
 from gerules.ir.ops.api import evaluate
@@ -187,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH")
     parser.add_argument("--verbose", action="store_true", help="print every layer")
     args = parser.parse_args(argv)
+    machine = facts()
+    print(describe(machine))
     rng = np.random.default_rng(0)
     rows = [measure(layer, args, rng)
             for layer in resnet50_convs() + mobilenet_depthwise() + pools() + bert_rows()]
@@ -203,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"threads": args.threads, "runs": args.runs, "summary": summary,
-                       "layers": rows}, f, indent=1)
+                       "layers": rows, "machine": machine}, f, indent=1)
     return 0
 
 

@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from machine import describe, facts  # bench/machine.py: the machine facts
+
 from gerules.build import bind_dims, build_om
 from gerules.ir.graph import Graph
 from gerules.ir.verify import verify
@@ -132,13 +134,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loads", type=int, default=3, help="load timings, best one kept")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args(argv)
+    machine = facts()
+    print(describe(machine))
     with tempfile.TemporaryDirectory() as tmp:
         rows = [measure(name, args.streams, args.loads, Path(tmp)) for name in args.models]
     print(table(rows))
     for line in verdicts(rows):
         print(line)
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "verdicts": verdicts(rows)}, indent=1))
+        args.json.write_text(json.dumps({"rows": rows, "verdicts": verdicts(rows),
+                                         "machine": machine}, indent=1))
     return 0
 
 

@@ -323,8 +323,11 @@ def run_mutant(repo: Path, m: Mutant, timeout: float) -> dict[str, object]:
 
 
 def machine() -> dict[str, object]:
-    return {"loadavg": os.getloadavg(), "cpus": os.cpu_count(),
-            "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE")}
+    """The machine facts of ``bench/machine.py`` (imported here: the tests load this file
+    alone, without the bench folder on the path)."""
+    from machine import facts
+
+    return facts()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -363,12 +366,16 @@ def main(argv: list[str] | None = None) -> int:
               "`ge-rewrite rules verify` at its defaults")
     print(f"kill rate: {len(killed)}/{len(applied)} mutants killed"
           f"{'; survivors: ' + ', '.join(map(str, survivors)) if survivors else ''}"
-          f"; machine load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus")
+          )
+    facts = machine()
+    from machine import describe
+
+    print(describe(facts))
     if args.json:
         args.json.write_text(json.dumps({"results": results, "killed": len(killed),
                                          "applied": len(applied), "survivors": survivors,
                                          "areas": areas, "rules_verify_killed": len(by_verify),
-                                         "rule_mutants": len(rules), "machine": machine()},
+                                         "rule_mutants": len(rules), "machine": facts},
                                         indent=2))
     return 0
 

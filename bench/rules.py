@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -149,9 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     n, ops = runs[0]["rules"], runs[0]["ops_per_rule"]
     peer = egglog_seconds(int(n), ops, args.repeat)
     print(f"rules: {path} ({runs[0]['files']:.0f} files, {n:.0f} rules, {ops:.1f} ops/rule)")
-    load = os.getloadavg()[0]
-    print(f"machine: {os.cpu_count()} cores, load average {load:.2f} (a shared machine adds "
-          "time, never removes it)")
+    from machine import describe, facts  # bench/machine.py: the machine facts
+
+    machine = facts()
+    print(describe(machine))
     print(f"startup (imports, grammar, registry; once per process): {cold * 1e3:7.1f} ms")
     for s in stages:
         print(f"{s:>10}: {best[s] * 1e3:7.1f} ms  ({best[s] * 1e3 / max(n, 1):.2f} ms/rule; "
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                    **{f"{s}_s": best[s] for s in stages},
                    **{f"{s}_median_s": median[s] for s in stages}, "total_s": total,
                    "total_median_s": total_median, "budget_ratio": total / BUDGET_S,
-                   "egglog_s": peer, "load_average": load,
+                   "egglog_s": peer, "machine": machine,
                    "written_once": {f: {"written": w, "stands_for": v} for f, w, v in once}}
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0 if total < BUDGET_S else 1
