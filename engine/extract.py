@@ -339,11 +339,15 @@ def _group(problem: Problem, choice: list[int], chosen: set[int], i: int, j: int
     if cycle or not new:
         return None
     within = set(reach)
-    for k in chosen - {i}:
-        options = [(w, m) for m, (_, w, kk) in enumerate(problem.nodes[k])
-                   if kk and new.intersection(kk) and within.issuperset(kk)]
-        if options:
-            trial[k] = min(options)[1]
+    options: dict[int, list[tuple[float, int]]] = {}
+    for c in new:  # the nodes that can read a new class are its users' (not every chosen
+        for k, m in problem.users[c]:  # class's every node: that was most of extraction)
+            if k != i and k in chosen:
+                _, w, kk = problem.nodes[k][m]
+                if within.issuperset(kk):
+                    options.setdefault(k, []).append((w, m))
+    for k, found in options.items():
+        trial[k] = min(found)[1]
     return trial
 
 
